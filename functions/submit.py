@@ -1,0 +1,12 @@
+"""Lambda: job requests from the submit queue -> policy, routing, dispatch to a worker."""
+
+from cordum.logs import setup
+from cordum.scheduler.batch import VisibilityDelayer, process_batch, queue_url
+from cordum.scheduler.service import default_engine
+
+setup()
+_delayer = VisibilityDelayer(queue_url("SUBMIT_QUEUE_URL"))
+
+
+def handler(event, context):
+    return process_batch(event, default_engine().handle_request, _delayer)

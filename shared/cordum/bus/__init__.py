@@ -1,0 +1,1 @@
+"""NATS side: publishing, the NATS->SQS bridge, heartbeat ingest."""

@@ -1,0 +1,151 @@
+"""Settings from the environment and the pools / timeouts / safety YAML files.
+
+One ``Settings`` per process, read once at start; a bad value fails fast with
+the variable's name in the message.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
+DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+DEFAULT_SAFETY_KERNEL_ADDR = "127.0.0.1:50051"
+
+
+class ConfigError(RuntimeError):
+    """A setting or a config file is missing or malformed."""
+
+
+class Settings(BaseModel):
+    """Process settings. Explicit arguments win over the environment."""
+
+    model_config = ConfigDict(frozen=True)
+
+    redis_url: str = DEFAULT_REDIS_URL
+    nats_url: str = DEFAULT_NATS_URL
+    safety_kernel_addr: str = DEFAULT_SAFETY_KERNEL_ADDR
+    config_dir: Path = Path("config")
+    # How long a gateway or function waits on Redis / NATS before answering 503 or retrying.
+    store_timeout_s: float = Field(default=2.0, gt=0)
+    publish_timeout_s: float = Field(default=2.0, gt=0)
+    safety_timeout_s: float = Field(default=2.0, gt=0)
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, v: str) -> str:
+        if not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return v
+
+    @field_validator("nats_url")
+    @classmethod
+    def _nats_scheme(cls, v: str) -> str:
+        if not all(u.strip().startswith(("nats://", "tls://")) for u in v.split(",")):
+            raise ValueError("must be nats:// or tls:// URLs, comma separated")
+        return v
+
+
+_ENV = {
+    "redis_url": "REDIS_URL",
+    "nats_url": "NATS_URL",
+    "safety_kernel_addr": "SAFETY_KERNEL_ADDR",
+    "config_dir": "CORDUM_CONFIG_DIR",
+    "store_timeout_s": "CORDUM_STORE_TIMEOUT_S",
+    "publish_timeout_s": "CORDUM_PUBLISH_TIMEOUT_S",
+    "safety_timeout_s": "CORDUM_SAFETY_TIMEOUT_S",
+}
+
+
+def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
+    env = dict(os.environ) if env is None else env
+    values: dict[str, Any] = {}
+    for field, var in _ENV.items():
+        if env.get(var):
+            values[field] = env[var]
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if "config_dir" in values:
+        values["config_dir"] = _resolve_config_dir(Path(values["config_dir"]), env)
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "?"
+        raise ConfigError(f"{_ENV.get(field, field)}: {first['msg']}") from exc
+
+
+def _resolve_config_dir(path: Path, env: dict[str, str]) -> Path:
+    # In Lambda the config travels with the function code: a relative dir is
+    # relative to the task root, not to whatever the working directory is.
+    if not path.is_absolute() and env.get("LAMBDA_TASK_ROOT"):
+        return Path(env["LAMBDA_TASK_ROOT"]) / path
+    return path
+
+
+@lru_cache(maxsize=1)
+def settings() -> Settings:
+    return load_settings()
+
+
+class PoolConfig(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    requires: list[str] = Field(default_factory=list)
+    status: str = "active"
+    description: str = ""
+
+    @field_validator("status")
+    @classmethod
+    def _status(cls, v: str) -> str:
+        if v not in ("active", "draining", "inactive"):
+            raise ValueError("status must be active, draining or inactive")
+        return v
+
+
+class PoolsConfig(BaseModel):
+    """pools.yaml: which pools serve a topic, and what each pool offers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    topics: dict[str, list[str]]
+    pools: dict[str, PoolConfig] = Field(default_factory=dict)
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _topic_lists(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: [p] if isinstance(p, str) else p for k, p in v.items()}
+        return v
+
+    def pools_for(self, topic: str) -> list[str]:
+        """Pools that may take new work for ``topic`` (draining/inactive excluded)."""
+        return [
+            name
+            for name in self.topics.get(topic, [])
+            if self.pools.get(name, PoolConfig()).status == "active"
+        ]
+
+
+def load_yaml(path: Path) -> Any:
+    import yaml  # only the processes that read config files pay for it
+
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return yaml.safe_load(fh) or {}
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {path}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+
+
+def load_pools(config_dir: Path) -> PoolsConfig:
+    path = config_dir / "pools.yaml"
+    try:
+        return PoolsConfig.model_validate(load_yaml(path))
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from exc

@@ -1,0 +1,1 @@
+"""Cordum's HTTP API on API Gateway (REST) and Lambda."""

@@ -1,0 +1,1 @@
+"""Safety gate: the SafetyKernel gRPC client (scheduler side) and the kernel server."""

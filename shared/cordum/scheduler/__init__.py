@@ -1,0 +1,1 @@
+"""Scheduling domain: job lifecycle on submit and result, routing, retries."""

@@ -1,0 +1,96 @@
+"""SQS batches for the submit and result functions: partial batch responses.
+
+A record that is done is left out of ``batchItemFailures`` (SQS deletes it).
+``RetryAfter`` sets that record's visibility timeout to the delay and reports
+it failed, so SQS delivers it again after the delay. A record that is not a
+CAP packet is reported failed as it is: after the queue's maxReceiveCount it
+moves to the DLQ, and it never fails the rest of the batch.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+from cordum import runtime
+from cordum.scheduler.errors import RetryAfter, UnparseableRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from cordum.scheduler.engine import Outcome
+
+log = logging.getLogger(__name__)
+
+MAX_VISIBILITY_S = 12 * 3600
+
+
+def record_bytes(body: str) -> bytes:
+    try:
+        return base64.b64decode(body.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError) as exc:
+        raise UnparseableRecord(f"body is not base64: {exc}") from exc
+
+
+class VisibilityDelayer:
+    """Sets a record's visibility timeout (boto3 is imported only when needed)."""
+
+    def __init__(self, queue_url: str | None) -> None:
+        self._queue_url = queue_url
+        self._client: Any = None
+
+    def delay(self, receipt_handle: str, seconds: float) -> None:
+        if not self._queue_url:
+            log.warning("no queue URL configured: retry uses the queue's visibility timeout")
+            return
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("sqs")
+        try:
+            self._client.change_message_visibility(
+                QueueUrl=self._queue_url,
+                ReceiptHandle=receipt_handle,
+                VisibilityTimeout=min(MAX_VISIBILITY_S, max(0, math.ceil(seconds))),
+            )
+        except Exception as exc:  # the record still retries, after the default timeout
+            log.warning("change_message_visibility failed: %s", exc)
+
+
+def process_batch(
+    event: dict[str, Any],
+    handle: Callable[[bytes], Awaitable[Outcome]],
+    delayer: VisibilityDelayer,
+) -> dict[str, list[dict[str, str]]]:
+    from aws_lambda_powertools.utilities.batch import (
+        AsyncBatchProcessor,
+        EventType,
+        async_process_partial_response,
+    )
+
+    runtime.loop()  # the processor drives the container's loop
+
+    async def on_record(record: Any) -> Outcome:
+        try:
+            outcome = await handle(record_bytes(record.body))
+        except RetryAfter as exc:
+            log.info("retry %s: %s", record.message_id, exc)
+            delayer.delay(record.receipt_handle, exc.delay_s)
+            raise
+        except UnparseableRecord as exc:
+            log.error("unparseable record %s: %s", record.message_id, exc)
+            raise
+        log.info("%s %s %s %s", outcome.action, outcome.job_id, outcome.state, outcome.detail)
+        return outcome
+
+    processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    return async_process_partial_response(event=event, record_handler=on_record,
+                                          processor=processor)
+
+
+def queue_url(env_var: str) -> str | None:
+    return os.environ.get(env_var) or None

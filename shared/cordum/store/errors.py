@@ -1,0 +1,21 @@
+"""Store errors."""
+
+from __future__ import annotations
+
+
+class StoreError(RuntimeError):
+    """Redis could not be reached or answered with an error; the caller may retry."""
+
+    retryable = True
+
+
+class InvalidTransition(StoreError):
+    """The state machine forbids the move; retrying will not help."""
+
+    retryable = False
+
+    def __init__(self, job_id: str, current: str, target: str) -> None:
+        super().__init__(f"invalid transition {current or '<none>'} -> {target} for job {job_id}")
+        self.job_id = job_id
+        self.current = current
+        self.target = target

@@ -1,0 +1,220 @@
+"""The job store: Cordum's job keys on Redis, each write one Lua script (one round trip)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cordum.store.errors import InvalidTransition, StoreError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+META_TTL_S = 7 * 24 * 3600
+"""job:meta, job:req and job:events live 7 days (refreshed on every write)."""
+DATA_TTL_S = 24 * 3600
+"""ctx:/res: payloads live 24 hours."""
+
+_LUA = Path(__file__).parent / "lua"
+
+
+class JobState(StrEnum):
+    PENDING = "PENDING"
+    APPROVAL_REQUIRED = "APPROVAL_REQUIRED"
+    SCHEDULED = "SCHEDULED"
+    DISPATCHED = "DISPATCHED"
+    RUNNING = "RUNNING"
+    RETRYING = "RETRYING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    DENIED = "DENIED"
+    OUTPUT_QUARANTINED = "OUTPUT_QUARANTINED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset(
+    {
+        JobState.SUCCEEDED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.DENIED,
+        JobState.OUTPUT_QUARANTINED,
+    }
+)
+
+NO_STATE = "-"
+"""In ``only_from``: a job that has no state yet."""
+
+
+class RedisClientProtocol(Protocol):
+    def register_script(self, script: str) -> Any: ...
+    async def hgetall(self, name: str) -> Any: ...
+    async def get(self, name: str) -> Any: ...
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def meta_key(job_id: str) -> str:
+    return f"job:meta:{job_id}"
+
+
+def request_key(job_id: str) -> str:
+    return f"job:req:{job_id}"
+
+
+def events_key(job_id: str) -> str:
+    return f"job:events:{job_id}"
+
+
+def index_key(state: str) -> str:
+    return f"job:index:{state.lower()}"
+
+
+def tenant_active_key(tenant: str) -> str:
+    return f"job:tenant:active:{tenant}"
+
+
+RECENT_KEY = "job:recent"
+DEADLINE_KEY = "job:deadline"
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """What the gateway stores for an accepted job."""
+
+    job_id: str
+    trace_id: str
+    tenant: str
+    topic: str
+    context: str
+    """JSON payload stored at ``ctx:<job_id>``."""
+    request: str
+    """The JobRequest as protojson, stored at ``job:req:<job_id>``."""
+    meta: Mapping[str, str]
+    """Extra job:meta fields (labels, principal, ...)."""
+    state: JobState = JobState.PENDING
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionResult:
+    applied: bool
+    previous: str
+    """The state before the call ('' when the job had none)."""
+
+
+def _flatten(fields: Mapping[str, str] | None) -> list[str]:
+    out: list[str] = []
+    for k, v in (fields or {}).items():
+        out += [k, v]
+    return out
+
+
+class JobStore:
+    """Reads and writes Cordum's job keys. Every write is one script call."""
+
+    def __init__(self, redis: RedisClientProtocol) -> None:
+        self._redis = redis
+        self._create = redis.register_script((_LUA / "create_job.lua").read_text())
+        self._discard = redis.register_script((_LUA / "discard_job.lua").read_text())
+        self._transition = redis.register_script((_LUA / "transition.lua").read_text())
+
+    @staticmethod
+    def _create_keys(job: NewJob) -> list[str]:
+        return [
+            meta_key(job.job_id),
+            request_key(job.job_id),
+            f"ctx:{job.job_id}",
+            index_key(job.state),
+            RECENT_KEY,
+            events_key(job.job_id),
+            tenant_active_key(job.tenant),
+            f"trace:{job.trace_id}",
+        ]
+
+    async def create(self, job: NewJob) -> bool:
+        """Store payload, request, meta and the first state at once; False if it exists."""
+        meta = {"topic": job.topic, "tenant": job.tenant, "trace_id": job.trace_id, **job.meta}
+        args = [job.job_id, now_us(), job.state.value, job.context, job.request, META_TTL_S,
+                DATA_TTL_S, *_flatten(meta)]
+        created = await self._call(self._create, self._create_keys(job), args)
+        return bool(created)
+
+    async def discard(self, job: NewJob) -> bool:
+        """Remove a job created by :meth:`create` that never left its first state."""
+        removed = await self._call(self._discard, self._create_keys(job), [job.job_id, job.state])
+        return bool(removed)
+
+    async def transition(
+        self,
+        job_id: str,
+        path: Iterable[JobState],
+        *,
+        only_from: Iterable[str] = (),
+        fields: Mapping[str, str] | None = None,
+    ) -> TransitionResult:
+        """Walk ``path`` in one atomic step.
+
+        ``only_from`` names the states the job may be in (``NO_STATE`` for none);
+        when it is elsewhere nothing is written and ``applied`` is False. A move
+        the state machine forbids raises :class:`InvalidTransition`.
+        """
+        states = [JobState(s).value for s in path]
+        keys = [meta_key(job_id), events_key(job_id), RECENT_KEY, DEADLINE_KEY]
+        args = [job_id, now_us(), META_TTL_S, ",".join(states), ",".join(only_from),
+                *_flatten(fields)]
+        status, previous = await self._call(self._transition, keys, args)
+        status = _text(status)
+        previous = _text(previous)
+        if status == "invalid":
+            raise InvalidTransition(job_id, previous, states[-1])
+        return TransitionResult(applied=status == "ok", previous=previous)
+
+    async def get(self, job_id: str) -> dict[str, str]:
+        """job:meta as a dict of text ({} when unknown)."""
+        try:
+            raw = await self._redis.hgetall(meta_key(job_id))
+        except Exception as exc:
+            raise StoreError(f"read job {job_id}: {exc}") from exc
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    async def get_payload(self, key: str) -> str | None:
+        try:
+            value = await self._redis.get(key)
+        except Exception as exc:
+            raise StoreError(f"read {key}: {exc}") from exc
+        return None if value is None else _text(value)
+
+    async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return await script(keys=keys, args=args)
+        except Exception as exc:  # connection, timeout, script error: all leave nothing half-done
+            raise StoreError(f"redis: {exc}") from exc
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    return "" if value is None else str(value)
+
+
+def decode_labels(meta: Mapping[str, str]) -> dict[str, str]:
+    raw = meta.get("labels")
+    if not raw:
+        return {}
+    try:
+        labels = json.loads(raw)
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}

@@ -1,0 +1,29 @@
+-- Create a job accepted by the gateway: payload, request, meta and PENDING in one step.
+-- KEYS[1] job:meta:<id>   KEYS[2] job:req:<id>    KEYS[3] ctx:<id>
+-- KEYS[4] job:index:<state>  KEYS[5] job:recent  KEYS[6] job:events:<id>
+-- KEYS[7] job:tenant:active:<tenant>  KEYS[8] trace:<trace_id>
+-- ARGV[1] job id  ARGV[2] now (us)  ARGV[3] state  ARGV[4] context payload
+-- ARGV[5] request payload  ARGV[6] meta TTL (s)  ARGV[7] data TTL (s)
+-- ARGV[8..] meta field, value pairs
+-- Returns 1 when created, 0 when the job already exists (nothing is written).
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+local id, now, state = ARGV[1], ARGV[2], ARGV[3]
+local meta_ttl, data_ttl = tonumber(ARGV[6]), tonumber(ARGV[7])
+redis.call('SET', KEYS[3], ARGV[4], 'EX', data_ttl)
+redis.call('SET', KEYS[2], ARGV[5], 'EX', meta_ttl)
+local fields = {'state', state, 'updated_at', now, 'created_at', now, 'attempts', '0'}
+for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('EXPIRE', KEYS[1], meta_ttl)
+redis.call('ZADD', KEYS[4], now, id)
+redis.call('ZADD', KEYS[5], now, id)
+redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -1001)
+redis.call('RPUSH', KEYS[6], cjson.encode({ts = tonumber(now), state = state}))
+redis.call('EXPIRE', KEYS[6], meta_ttl)
+redis.call('SADD', KEYS[7], id)
+redis.call('EXPIRE', KEYS[7], meta_ttl)
+redis.call('SADD', KEYS[8], id)
+redis.call('EXPIRE', KEYS[8], meta_ttl)
+return 1

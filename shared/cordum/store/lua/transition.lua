@@ -1,0 +1,95 @@
+-- Move a job through one or more states atomically, as Cordum's state machine allows.
+-- Per-state index, job:recent, the event log, the tenant active set, the deadline
+-- and the attempts counter move with the state, so no reader sees half a transition.
+-- Index and tenant keys are derived here from the stored state and tenant: this
+-- needs Redis with cluster mode disabled, which is what the stack deploys.
+-- KEYS[1] job:meta:<id>  KEYS[2] job:events:<id>  KEYS[3] job:recent  KEYS[4] job:deadline
+-- ARGV[1] job id  ARGV[2] now (us)  ARGV[3] meta TTL (s)
+-- ARGV[4] states to pass through, comma separated (e.g. "SCHEDULED,DISPATCHED")
+-- ARGV[5] states the job may be in, comma separated, "" = any the table allows;
+--         "-" stands for a job without state (not created yet)
+-- ARGV[6..] meta field, value pairs written with the last state
+-- Returns {status, previous state}: status "ok"; "skip" when the current state is not in
+-- ARGV[5]; "invalid" when the table forbids a step (nothing is written).
+local allowed = {
+  [''] = {PENDING=1, APPROVAL_REQUIRED=1, SCHEDULED=1, DISPATCHED=1, RUNNING=1, FAILED=1, CANCELLED=1},
+  PENDING = {APPROVAL_REQUIRED=1, SCHEDULED=1, DISPATCHED=1, RUNNING=1, DENIED=1, FAILED=1,
+             TIMEOUT=1, SUCCEEDED=1, CANCELLED=1, RETRYING=1},
+  APPROVAL_REQUIRED = {PENDING=1, SCHEDULED=1, DISPATCHED=1, RUNNING=1, DENIED=1, FAILED=1,
+                       TIMEOUT=1, SUCCEEDED=1, CANCELLED=1},
+  SCHEDULED = {SCHEDULED=1, DISPATCHED=1, RUNNING=1, DENIED=1, FAILED=1, TIMEOUT=1, SUCCEEDED=1,
+               CANCELLED=1, OUTPUT_QUARANTINED=1, RETRYING=1},
+  DISPATCHED = {SCHEDULED=1, RUNNING=1, SUCCEEDED=1, FAILED=1, CANCELLED=1, TIMEOUT=1,
+                OUTPUT_QUARANTINED=1, RETRYING=1},
+  RUNNING = {RUNNING=1, SUCCEEDED=1, FAILED=1, CANCELLED=1, TIMEOUT=1, OUTPUT_QUARANTINED=1,
+             RETRYING=1},
+  RETRYING = {SCHEDULED=1, DISPATCHED=1, RUNNING=1, RETRYING=1, SUCCEEDED=1, FAILED=1,
+              CANCELLED=1, TIMEOUT=1},
+  SUCCEEDED = {OUTPUT_QUARANTINED=1},
+}
+local terminal = {SUCCEEDED=1, FAILED=1, CANCELLED=1, TIMEOUT=1, DENIED=1, OUTPUT_QUARANTINED=1}
+
+local function split(s)
+  local out = {}
+  for part in string.gmatch(s, '[^,]+') do out[#out + 1] = part end
+  return out
+end
+
+local id, now, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local prev = redis.call('HGET', KEYS[1], 'state') or ''
+local cur = prev
+
+if ARGV[5] ~= '' then
+  local ok = false
+  for _, s in ipairs(split(ARGV[5])) do
+    if s == cur or (s == '-' and cur == '') then ok = true end
+  end
+  if not ok then return {'skip', prev} end
+end
+
+local path = split(ARGV[4])
+for _, nxt in ipairs(path) do
+  local row = allowed[cur]
+  if row == nil or row[nxt] == nil then
+    return {'invalid', prev}
+  end
+  cur = nxt
+end
+
+local attempts_bump = 0
+cur = prev
+for _, nxt in ipairs(path) do
+  if nxt == 'SCHEDULED' and cur ~= 'SCHEDULED' then attempts_bump = attempts_bump + 1 end
+  redis.call('RPUSH', KEYS[2], cjson.encode({ts = tonumber(now), state = nxt}))
+  cur = nxt
+end
+
+if prev ~= '' then
+  redis.call('ZREM', 'job:index:' .. string.lower(prev), id)
+end
+redis.call('ZADD', 'job:index:' .. string.lower(cur), now, id)
+local fields = {'state', cur, 'updated_at', now}
+for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(fields))
+if attempts_bump > 0 then
+  redis.call('HINCRBY', KEYS[1], 'attempts', attempts_bump)
+end
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('EXPIRE', KEYS[2], ttl)
+local tenant = redis.call('HGET', KEYS[1], 'tenant')
+redis.call('ZADD', KEYS[3], now, id)
+redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -1001)
+if tenant then
+  local active = 'job:tenant:active:' .. tenant
+  if terminal[cur] then
+    redis.call('SREM', active, id)
+  else
+    redis.call('SADD', active, id)
+    redis.call('EXPIRE', active, ttl)
+  end
+end
+if terminal[cur] then
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('HDEL', KEYS[1], 'deadline_unix')
+end
+return {'ok', prev}

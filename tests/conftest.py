@@ -1,0 +1,24 @@
+"""Shared fixtures. Integration tests use the real Redis and NATS (REDIS_URL / NATS_URL)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+
+import pytest
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+NATS_URL = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def aloop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
