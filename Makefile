@@ -2,21 +2,57 @@
 SHELL := /bin/bash
 PYTHON ?= python3
 CACHE := $(or $(CORDUM_CACHE_DIR),$(XDG_CACHE_HOME),$(HOME)/.cache)/cordum-serverless
-PINS := $(shell cat pyproject.toml | sha256sum | cut -c1-12)
+# The venv is keyed by the pinned dependency lists, not by the whole pyproject.toml.
+DEPS_CMD := import tomllib;p=tomllib.load(open("pyproject.toml","rb"))["project"];d=p["optional-dependencies"];print("\n".join(p["dependencies"]+d["dev"]+d["infra"]))
+PINS := $(shell $(PYTHON) -c '$(DEPS_CMD)' | sha256sum | cut -c1-12)
 VENV := $(CACHE)/venv-$(PINS)
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/shared:$(CURDIR)
 export CORDUM_CACHE_DIR := $(CACHE)
 
-.PHONY: setup up down test unit integration e2e infra-test bench layer lint
+.PHONY: setup up down status demo test test-fast e2e layer synth lint bench
 
+## setup: the project venv (cached by the hash of pyproject.toml), linked as .venv
 setup: $(VENV)/.ok
-
-$(VENV)/.ok: pyproject.toml
-	@echo "==> project venv $(VENV) (first time: about a minute)"
-	@$(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -q --upgrade pip
-	@$(PY) -c 'import tomllib;p=tomllib.load(open("pyproject.toml","rb"))["project"];print("\n".join(p["dependencies"]+p["optional-dependencies"]["dev"]+p["optional-dependencies"]["infra"]))' > $(VENV)/requirements.txt
-	@$(PY) -m pip install -q --progress-bar off -r $(VENV)/requirements.txt
 	@ln -sfn $(VENV) .venv
+
+$(VENV)/.ok:
+	@echo "==> project venv $(VENV) (first time: a few minutes; log in $(VENV).log)"
+	@rm -rf $(VENV) && $(PYTHON) -m venv $(VENV)
+	@$(PY) -c '$(DEPS_CMD)' > $(VENV)/requirements.txt
+	@$(PY) -m pip install --progress-bar off -r $(VENV)/requirements.txt > $(VENV).log 2>&1 \
+		|| { tail -30 $(VENV).log; rm -rf $(VENV); exit 1; }
 	@touch $@
+
+## up: the whole stack on LocalStack, then a demo job over HTTP
+up: setup
+	@$(PY) localstack/stack.py up
+
+## down: stop everything `make up` started
+down:
+	@if [ -x $(PY) ]; then $(PY) localstack/stack.py down; else $(PYTHON) localstack/launcher.py stop; fi
+
+status: setup
+	@$(PY) localstack/stack.py status
+
+demo: setup
+	@$(PY) localstack/stack.py demo
+
+## test: unit, infra and integration (real Redis and NATS), then e2e on LocalStack
+test: test-fast e2e
+
+test-fast: setup
+	@$(PY) localstack/stack.py services
+	@$(PY) -m pytest -q tests/unit tests/infra tests/integration
+
+e2e: setup
+	@$(PY) localstack/stack.py e2e tests/e2e -q
+
+layer: setup
+	@$(PY) layers/build.py
+
+synth: setup layer
+	@$(PY) infra/cdk/deploy.py synth
+
+lint: setup
+	@$(PY) -m ruff check shared functions localstack layers infra tests

@@ -89,6 +89,20 @@ async def jetstream(cfg: Settings | None = None) -> nats.js.JetStreamContext:
     return nc.jetstream(timeout=(cfg or settings()).publish_timeout_s)
 
 
+async def aclose() -> None:
+    """Close the cached clients (end of a service, or of a test)."""
+    global _redis, _nats
+    if _nats is not None and not _nats.is_closed:
+        try:
+            await _nats.close()
+        except Exception:
+            pass
+    if _redis is not None:
+        await _redis.aclose()
+    _redis = None
+    _nats = None
+
+
 def reset() -> None:
     """Forget the cached clients (tests, and after a fatal connection error)."""
     global _redis, _nats

@@ -3,8 +3,9 @@
 A record that is done is left out of ``batchItemFailures`` (SQS deletes it).
 ``RetryAfter`` sets that record's visibility timeout to the delay and reports
 it failed, so SQS delivers it again after the delay. A record that is not a
-CAP packet is reported failed as it is: after the queue's maxReceiveCount it
-moves to the DLQ, and it never fails the rest of the batch.
+CAP packet is reported failed and made visible again at once: after the
+queue's maxReceiveCount it moves to the DLQ, and it never fails the rest of
+the batch.
 """
 
 from __future__ import annotations
@@ -82,7 +83,10 @@ def process_batch(
             delayer.delay(record.receipt_handle, exc.delay_s)
             raise
         except UnparseableRecord as exc:
+            # Waiting will not make it parseable: back at once, so the redrive
+            # moves it to the DLQ after maxReceiveCount receives, not hours.
             log.error("unparseable record %s: %s", record.message_id, exc)
+            delayer.delay(record.receipt_handle, 0)
             raise
         log.info("%s %s %s %s", outcome.action, outcome.job_id, outcome.state, outcome.detail)
         return outcome

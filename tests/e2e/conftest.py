@@ -1,0 +1,82 @@
+"""E2E fixtures: the stack `make up` deployed (endpoints from .cordum/)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT", "DENIED", "OUTPUT_QUARANTINED"}
+
+
+def _env_file() -> dict[str, str]:
+    path = ROOT / ".cordum" / "local.env"
+    values = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if "=" in line and not line.startswith("#"):
+                k, _, v = line.partition("=")
+                values[k] = v
+    return values
+
+
+class Stack:
+    def __init__(self) -> None:
+        env = {**_env_file(), **{k: v for k, v in os.environ.items() if k.startswith(
+            ("CORDUM_", "LOCALSTACK_"))}}
+        missing = [k for k in ("CORDUM_API_URL", "CORDUM_API_KEY", "LOCALSTACK_URL")
+                   if not env.get(k)]
+        if missing:
+            pytest.fail(f"stack not up ({', '.join(missing)} unknown): run `make up` first")
+        self.api = env["CORDUM_API_URL"]
+        self.key = env["CORDUM_API_KEY"]
+        self.tenant = env.get("CORDUM_TENANT_ID", "default")
+        self.localstack = env["LOCALSTACK_URL"]
+        self.redis_url = os.environ.get("REDIS_URL") or env.get("REDIS_URL",
+                                                                "redis://127.0.0.1:6379")
+        self.outputs = json.loads((ROOT / ".cordum" / "cdk-outputs.json").read_text())
+        self.outputs = self.outputs.get("CordumServerless", self.outputs)
+
+    def http(self, method: str, path: str, body=None, headers=None, raw: bytes | None = None):
+        hdrs = {"X-API-Key": self.key, "X-Tenant-ID": self.tenant,
+                "Content-Type": "application/json"}
+        hdrs.update(headers or {})
+        hdrs = {k: v for k, v in hdrs.items() if v is not None}
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.api + path, data=data, method=method, headers=hdrs)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                status, text = resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            status, text = exc.code, exc.read().decode()
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def wait_terminal(self, job_id: str, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        job: dict = {}
+        while time.monotonic() < deadline:
+            status, job = self.http("GET", f"/api/v1/jobs/{job_id}")
+            if status == 200 and job.get("state") in TERMINAL:
+                return job
+            time.sleep(0.5)
+        pytest.fail(f"job {job_id} not terminal after {timeout}s: {job}")
+
+    def sqs(self):
+        import boto3
+
+        return boto3.client("sqs", endpoint_url=self.localstack, region_name="us-east-1",
+                            aws_access_key_id="test", aws_secret_access_key="test")
+
+
+@pytest.fixture(scope="session")
+def stack() -> Stack:
+    return Stack()
