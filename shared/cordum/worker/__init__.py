@@ -1,0 +1,1 @@
+"""Reference CAP worker (echo) for demos and tests."""

@@ -1,0 +1,473 @@
+"""The reference echo worker: speaks CAP over NATS like a cap-sdk-python worker.
+
+``python -m cordum.worker.echo``. It takes job requests on each of its topics
+(queue group = topic, as the SDK subscribes) and on ``worker.<id>.jobs``, reads
+the job's context JSON behind ``redis://ctx:<id>``, stores
+``{"echo": <context>, "worker_id", "job_id"}`` at ``res:<id>`` and publishes the
+JobResult on ``sys.job.result``. It heartbeats on ``sys.heartbeat`` every 5 s.
+
+Labels steer it for tests: ``echo.sleep_ms`` delays the result, ``echo.fail``
+(``fatal`` | ``retryable``) returns FAILED_FATAL / FAILED_RETRYABLE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cordum.config import ConfigError
+from cordum.protocol import (
+    PROTOCOL_VERSION,
+    SUBJECT_HEARTBEAT,
+    SUBJECT_RESULT,
+    BusPacket,
+    Heartbeat,
+    InvalidPacket,
+    JobRequest,
+    JobResult,
+    JobStatus,
+    decode,
+    direct_subject,
+    key_from_pointer,
+    packet,
+    pointer,
+    result_key,
+    validate_job_request,
+)
+
+if TYPE_CHECKING:
+    import nats.aio.client
+    import nats.aio.msg
+    import nats.aio.subscription
+    import redis.asyncio
+
+    from cordum.config import Settings
+
+log = logging.getLogger("cordum.worker.echo")
+
+ENV_WORKER_ID = "WORKER_ID"
+ENV_WORKER_POOL = "WORKER_POOL"
+ENV_WORKER_TOPICS = "WORKER_TOPICS"
+ENV_WORKER_MAX_PARALLEL = "WORKER_MAX_PARALLEL"
+ENV_LOG_LEVEL = "LOG_LEVEL"
+
+LABEL_SLEEP_MS = "echo.sleep_ms"
+LABEL_FAIL = "echo.fail"
+
+ERROR_INVALID_INPUT = "invalid_input"
+RESULT_TTL_S = 86_400
+STOP_TIMEOUT_S = 8.0
+"""Jobs in flight get this long to finish after SIGTERM; the rest are abandoned unanswered."""
+
+_ERROR_CODE_JOB_INVALID_INPUT = 203  # ErrorCode.ERROR_CODE_JOB_INVALID_INPUT
+
+
+def default_worker_id() -> str:
+    # The id becomes one token of a NATS subject: no dots, spaces or wildcards.
+    host = "".join(c if c.isalnum() or c in "-_" else "-" for c in socket.gethostname())
+    return f"echo-{host}-{secrets.token_hex(2)}"
+
+
+class EchoWorkerSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    worker_id: str = Field(default_factory=default_worker_id, min_length=1)
+    pool: str = "default"
+    topics: tuple[str, ...] = ("job.default", "job.echo")
+    max_parallel: int = Field(default=4, ge=1)
+    heartbeat_interval_s: float = Field(default=5.0, gt=0)
+    log_level: str = "INFO"
+
+    @field_validator("worker_id")
+    @classmethod
+    def _subject_token(cls, v: str) -> str:
+        if any(c.isspace() or c in "*>" for c in v):
+            raise ValueError("must not contain spaces or the NATS wildcards * and >")
+        return v
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _topic_list(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return tuple(t.strip() for t in v.split(",") if t.strip())
+        return v
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, v: str) -> str:
+        level = v.strip().upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError("must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        return level
+
+
+_ENV = {
+    "worker_id": ENV_WORKER_ID,
+    "pool": ENV_WORKER_POOL,
+    "topics": ENV_WORKER_TOPICS,
+    "max_parallel": ENV_WORKER_MAX_PARALLEL,
+    "log_level": ENV_LOG_LEVEL,
+}
+
+
+def load_worker_settings(
+    env: Mapping[str, str] | None = None, **overrides: Any
+) -> EchoWorkerSettings:
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {f: env[v] for f, v in _ENV.items() if env.get(v)}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return EchoWorkerSettings(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "?"
+        raise ConfigError(f"{_ENV.get(name, name)}: {first['msg']}") from exc
+
+
+class _CpuMeter:
+    """This process's CPU use, in percent, since the previous reading.
+
+    The host's load average would mark the worker overloaded (cpu_load >= 90)
+    whenever the machine is busy with something else.
+    """
+
+    def __init__(self) -> None:
+        self._wall = time.monotonic()
+        self._cpu = time.process_time()
+
+    def read(self) -> float:
+        wall, cpu = time.monotonic(), time.process_time()
+        elapsed = wall - self._wall
+        used = cpu - self._cpu
+        self._wall, self._cpu = wall, cpu
+        if elapsed <= 0:
+            return 0.0
+        return round(min(100.0, max(0.0, 100.0 * used / elapsed)), 1)
+
+
+def _failed(req: JobRequest, status: int, code: str, message: str, *, enum: int = 0) -> JobResult:
+    return JobResult(
+        job_id=req.job_id,
+        status=status,
+        error_code=code,
+        error_message=message,
+        error_code_enum=enum,
+    )
+
+
+def _invalid_input(req: JobRequest, message: str) -> JobResult:
+    return _failed(
+        req,
+        JobStatus.JOB_STATUS_FAILED,
+        ERROR_INVALID_INPUT,
+        message,
+        enum=_ERROR_CODE_JOB_INVALID_INPUT,
+    )
+
+
+class EchoWorker:
+    """One echo worker: its NATS connection, Redis client, subscriptions and jobs."""
+
+    def __init__(self, cfg: EchoWorkerSettings, settings: Settings) -> None:
+        self.cfg = cfg
+        self._settings = settings
+        self._nc: nats.aio.client.Client | None = None
+        self._redis: redis.asyncio.Redis | None = None
+        self._subs: list[nats.aio.subscription.Subscription] = []
+        self._slots = asyncio.BoundedSemaphore(cfg.max_parallel)
+        self._jobs: set[asyncio.Task[None]] = set()
+        self._active = 0
+        self._cpu = _CpuMeter()
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    @property
+    def worker_id(self) -> str:
+        return self.cfg.worker_id
+
+    @property
+    def active_jobs(self) -> int:
+        return self._active
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        import nats
+        import redis.asyncio as aioredis
+
+        self._redis = aioredis.Redis.from_url(
+            self._settings.redis_url,
+            socket_timeout=self._settings.store_timeout_s,
+            socket_connect_timeout=self._settings.store_timeout_s,
+        )
+
+        async def on_error(exc: Exception) -> None:
+            log.error("nats: %s: %s", type(exc).__name__, exc)
+
+        self._nc = await nats.connect(
+            servers=[u.strip() for u in self._settings.nats_url.split(",")],
+            name=self.worker_id,
+            error_cb=on_error,
+            connect_timeout=self._settings.publish_timeout_s,
+            allow_reconnect=True,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=1,
+        )
+        for topic in self.cfg.topics:
+            self._subs.append(await self._nc.subscribe(topic, queue=topic, cb=self._on_message))
+        self._subs.append(
+            await self._nc.subscribe(direct_subject(self.worker_id), cb=self._on_message)
+        )
+        await self._nc.flush()
+        await self.send_heartbeat()
+        self._heartbeat_task = asyncio.create_task(self._heartbeat_loop())
+        log.info(
+            "echo worker started: worker_id=%s pool=%s topics=%s max_parallel=%d",
+            self.worker_id,
+            self.cfg.pool,
+            ",".join(self.cfg.topics),
+            self.cfg.max_parallel,
+        )
+
+    async def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Take no new jobs, let the running ones answer, then drain NATS."""
+        self._stopping.set()
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+            await asyncio.gather(self._heartbeat_task, return_exceptions=True)
+        for sub in self._subs:
+            try:
+                await sub.drain()
+            except Exception as exc:
+                log.error("unsubscribe %s: %s", sub.subject, exc)
+        self._subs.clear()
+        if self._jobs:
+            _, pending = await asyncio.wait(set(self._jobs), timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+            if pending:
+                log.error("stopped with %d job(s) unanswered", len(pending))
+        if self._nc is not None:
+            try:
+                await asyncio.wait_for(self._nc.drain(), timeout=2.0)
+            except Exception:
+                await self._nc.close()
+        if self._redis is not None:
+            await self._redis.aclose()
+        log.info("echo worker stopped: worker_id=%s", self.worker_id)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        starting = asyncio.ensure_future(self.start())
+        stopper = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({starting, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            # NATS never answered: the first connect retries forever.
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+        else:
+            starting.result()
+            await stopper
+        stopper.cancel()
+        await self.stop()
+
+    # ---------------------------------------------------------------- heartbeats
+
+    def heartbeat(self) -> BusPacket:
+        hb = Heartbeat(
+            worker_id=self.worker_id,
+            pool=self.cfg.pool,
+            active_jobs=self._active,
+            max_parallel_jobs=self.cfg.max_parallel,
+            capabilities=list(self.cfg.topics),
+            cpu_load=self._cpu.read(),
+        )
+        return packet(trace_id=self.worker_id, sender_id=self.worker_id, heartbeat=hb)
+
+    async def send_heartbeat(self) -> None:
+        assert self._nc is not None
+        await self._nc.publish(SUBJECT_HEARTBEAT, self.heartbeat().SerializeToString())
+
+    async def _heartbeat_loop(self) -> None:
+        while not self._stopping.is_set():
+            await asyncio.sleep(self.cfg.heartbeat_interval_s)
+            try:
+                await self.send_heartbeat()
+            except Exception as exc:
+                log.error("heartbeat failed: %s: %s", type(exc).__name__, exc)
+
+    # ---------------------------------------------------------------- jobs
+
+    def admit(self, data: bytes) -> tuple[BusPacket, JobRequest] | None:
+        """The request in a packet a CAP worker would take, or None (dropped with a log line)."""
+        try:
+            decoded = decode(data)
+            if decoded.packet.protocol_version != PROTOCOL_VERSION:
+                raise InvalidPacket(
+                    f"protocol_version {decoded.packet.protocol_version}, want {PROTOCOL_VERSION}"
+                )
+            if decoded.kind != "job_request":
+                raise InvalidPacket(f"payload is {decoded.kind}, not job_request")
+            validate_job_request(decoded.packet.job_request)
+        except InvalidPacket as exc:
+            log.warning("invalid packet dropped: %s", exc)
+            return None
+        return decoded.packet, decoded.packet.job_request
+
+    async def _on_message(self, msg: nats.aio.msg.Msg) -> None:
+        admitted = self.admit(msg.data)
+        if admitted is None:
+            return
+        # Waiting here holds back this subscription's next message: at most
+        # max_parallel jobs run, as with the SDK's handler slots.
+        await self._slots.acquire()
+        task = asyncio.create_task(self._run_job(*admitted))
+        self._jobs.add(task)
+        task.add_done_callback(self._job_done)
+
+    def _job_done(self, task: asyncio.Task[None]) -> None:
+        self._jobs.discard(task)
+        self._slots.release()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("job task failed: %r", task.exception())
+
+    async def _run_job(self, source: BusPacket, req: JobRequest) -> None:
+        self._active += 1
+        started = time.monotonic()
+        try:
+            try:
+                result = await self.execute(req)
+            except Exception as exc:
+                log.error("job %s: handler failed: %s: %s", req.job_id, type(exc).__name__, exc)
+                result = _failed(req, JobStatus.JOB_STATUS_FAILED, "handler_failed", str(exc))
+            result.worker_id = self.worker_id
+            result.execution_ms = int((time.monotonic() - started) * 1000)
+            await self._publish_result(source, result)
+        finally:
+            self._active -= 1
+
+    async def _publish_result(self, source: BusPacket, result: JobResult) -> None:
+        assert self._nc is not None
+        out = packet(trace_id=source.trace_id, sender_id=self.worker_id, job_result=result)
+        await self._nc.publish(SUBJECT_RESULT, out.SerializeToString())
+        await asyncio.wait_for(self._nc.flush(), timeout=self._settings.publish_timeout_s)
+        log.debug(
+            "job %s answered: status=%s ms=%d",
+            result.job_id,
+            JobStatus.Name(result.status),
+            result.execution_ms,
+        )
+
+    async def execute(self, req: JobRequest) -> JobResult:
+        """Echo the job's context back as its result."""
+        assert self._redis is not None
+        labels = req.labels
+        if LABEL_SLEEP_MS in labels:
+            try:
+                sleep_ms = int(labels[LABEL_SLEEP_MS])
+                if sleep_ms < 0:
+                    raise ValueError("negative")
+            except ValueError:
+                return _invalid_input(
+                    req, f"label {LABEL_SLEEP_MS}={labels[LABEL_SLEEP_MS]!r} is not an integer >= 0"
+                )
+            await asyncio.sleep(sleep_ms / 1000)
+        fail = labels.get(LABEL_FAIL, "")
+        if fail == "fatal":
+            return _failed(
+                req, JobStatus.JOB_STATUS_FAILED_FATAL, "echo_fail", "fatal failure requested"
+            )
+        if fail == "retryable":
+            return _failed(
+                req,
+                JobStatus.JOB_STATUS_FAILED_RETRYABLE,
+                "echo_fail",
+                "retryable failure requested",
+            )
+        if fail:
+            return _invalid_input(req, f"label {LABEL_FAIL}={fail!r}: want fatal or retryable")
+
+        if not req.context_ptr:
+            return _invalid_input(req, "context_ptr is empty")
+        key = key_from_pointer(req.context_ptr)
+        try:
+            raw = await self._redis.get(key)
+        except Exception as exc:
+            return _failed(
+                req,
+                JobStatus.JOB_STATUS_FAILED_RETRYABLE,
+                "context_unavailable",
+                f"reading {key}: {type(exc).__name__}: {exc}",
+            )
+        if raw is None:
+            return _invalid_input(req, f"context {key} not found")
+        try:
+            context = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _invalid_input(req, f"context {key} is not JSON: {exc}")
+
+        body = json.dumps({"echo": context, "worker_id": self.worker_id, "job_id": req.job_id})
+        res_key = result_key(req.job_id)
+        try:
+            await self._redis.set(res_key, body, ex=RESULT_TTL_S)
+        except Exception as exc:
+            return _failed(
+                req,
+                JobStatus.JOB_STATUS_FAILED_RETRYABLE,
+                "result_store_failed",
+                f"writing {res_key}: {type(exc).__name__}: {exc}",
+            )
+        return JobResult(
+            job_id=req.job_id,
+            status=JobStatus.JOB_STATUS_SUCCEEDED,
+            result_ptr=pointer(res_key),
+        )
+
+
+def configure_logging(level: str) -> None:
+    """``level`` applies to our loggers; libraries stay at INFO or above."""
+    wanted = logging.getLevelName(level)
+    logging.basicConfig(
+        level=max(wanted, logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    logging.getLogger("cordum").setLevel(wanted)
+
+
+async def _main_async(cfg: EchoWorkerSettings, settings: Settings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await EchoWorker(cfg, settings).run(stop)
+
+
+def main() -> None:
+    from cordum.config import load_settings
+
+    try:
+        cfg = load_worker_settings()
+        settings = load_settings()
+    except ConfigError as exc:
+        logging.basicConfig()
+        log.error("echo worker: bad configuration: %s", exc)
+        raise SystemExit(2) from exc
+    configure_logging(cfg.log_level)
+    try:
+        asyncio.run(_main_async(cfg, settings))
+    except Exception as exc:
+        log.error("echo worker failed: %s: %s", type(exc).__name__, exc)
+        raise SystemExit(1) from exc
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,512 @@
+"""cordum-bridge: forwarding on a real JetStream stream, snapshot on real Redis.
+
+SQS does not run here (outside LocalStack), so the forwarder sends to a small
+in-memory ``QueueSink``; the boto3 adapter is checked against moto. Each test
+makes its own stream, subjects, consumers and Redis keys, and removes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any
+
+import boto3
+import nats
+import pytest
+import redis.asyncio as aioredis
+from moto import mock_aws
+from nats.js.api import RetentionPolicy, StreamConfig
+
+from cordum.bus.bridge import (
+    BatchReport,
+    ForwardPolicy,
+    HeartbeatIngest,
+    JobForwarder,
+    QueueMessage,
+    QueueUnavailable,
+    Route,
+    SnapshotWriter,
+    SqsQueueSink,
+    WorkerRegistry,
+    load_bridge_settings,
+)
+from cordum.config import ConfigError, load_settings
+from cordum.protocol import Heartbeat, JobRequest, JobResult, JobStatus, packet
+
+SETTINGS = load_settings()
+FAST = ForwardPolicy(fetch_wait_s=0.2, nak_delay_s=0.3, nak_delay_max_s=0.3, error_pause_s=0.1)
+
+
+def run(coro: Awaitable[Any], timeout: float = 5.0) -> Any:
+    async def bounded() -> Any:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+async def eventually(check: Any, timeout: float = 3.0, every: float = 0.05) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(every)
+
+
+class MemorySink:
+    """QueueSink that keeps what it accepted; can refuse or be unreachable for a while."""
+
+    def __init__(
+        self, refuse_calls: int = 0, unreachable_calls: int = 0, delay_s: float = 0.0
+    ) -> None:
+        self.calls: list[list[QueueMessage]] = []
+        self.accepted: list[QueueMessage] = []
+        self._refuse = refuse_calls
+        self._unreachable = unreachable_calls
+        self._delay_s = delay_s
+
+    async def send_batch(self, messages: Sequence[QueueMessage]) -> BatchReport:
+        self.calls.append(list(messages))
+        await asyncio.sleep(self._delay_s)
+        if self._unreachable:
+            self._unreachable -= 1
+            raise QueueUnavailable("queue down for the test")
+        if self._refuse:
+            self._refuse -= 1
+            return BatchReport(frozenset(), {m.id: "InternalError: test" for m in messages})
+        self.accepted.extend(messages)
+        return BatchReport(frozenset(m.id for m in messages), {})
+
+
+class StreamEnv:
+    def __init__(self, nc: Any) -> None:
+        tag = uuid.uuid4().hex[:8]
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.stream = f"TEST_BRIDGE_{tag}"
+        self.submit = f"test.{tag}.job.submit"
+        self.result = f"test.{tag}.job.result"
+        self.cancel = f"test.{tag}.job.cancel"
+        self.prefix = f"test-{tag}"
+        self.start: Any = None
+        self.forwarder: Any = None
+        self.task: Any = None
+
+    def routes(self, submit: MemorySink, result: MemorySink) -> list[Route]:
+        return [
+            Route(f"{self.prefix}-submit", self.submit, submit, "submit"),
+            Route(f"{self.prefix}-result", self.result, result, "result"),
+            Route(f"{self.prefix}-cancel", self.cancel, result, "result"),
+        ]
+
+    async def stored(self) -> int:
+        """Messages still in the work-queue stream (acked ones are removed)."""
+        return (await self.js.stream_info(self.stream)).state.messages
+
+    async def ack_pending(self, durable: str) -> int:
+        return (await self.js.consumer_info(self.stream, durable)).num_ack_pending
+
+
+@contextlib.asynccontextmanager
+async def forwarding(
+    submit: MemorySink, result: MemorySink | None = None, *, autostart: bool = True
+) -> AsyncIterator[StreamEnv]:
+    nc = await nats.connect(SETTINGS.nats_url)
+    env = StreamEnv(nc)
+    await env.js.add_stream(
+        StreamConfig(
+            name=env.stream,
+            subjects=[env.submit, env.result, env.cancel],
+            retention=RetentionPolicy.WORK_QUEUE,
+            max_age=300,
+        )
+    )
+    forwarder = JobForwarder(env.js, env.stream, env.routes(submit, result or MemorySink()), FAST)
+    task: asyncio.Task[None] | None = None
+
+    async def start() -> None:
+        nonlocal task
+        await forwarder.start()
+        task = env.task = asyncio.create_task(forwarder.run())
+
+    env.start = start
+    env.forwarder = forwarder
+    try:
+        if autostart:
+            await start()
+        yield env
+    finally:
+        forwarder.stop()
+        if task is not None:
+            await asyncio.wait_for(task, 2.0)
+        await env.js.delete_stream(env.stream)
+        await nc.close()
+
+
+def job_packet(job_id: str) -> bytes:
+    req = JobRequest(job_id=job_id, topic="job.default", context_ptr=f"redis://ctx:{job_id}")
+    return packet(
+        trace_id="trace-1", sender_id="api-gateway-http", job_request=req
+    ).SerializeToString()
+
+
+def test_submit_packet_reaches_queue_base64_with_attributes_and_is_acked() -> None:
+    async def scenario() -> None:
+        submit = MemorySink()
+        async with forwarding(submit) as env:
+            # Given a job request published with JetStream, as the gateway does
+            data = job_packet("job-42")
+            await env.js.publish(env.submit, data, headers={"Nats-Msg-Id": "job-42"})
+
+            # Then the submit queue gets it, byte for byte, with its subject
+            await eventually(lambda: _true(submit.accepted))
+            (msg,) = submit.accepted
+            assert base64.b64decode(msg.body) == data
+            assert msg.attributes["subject"] == env.submit
+            assert msg.attributes["job_id"] == "job-42"
+            assert msg.attributes["bus_msg_id"] == f"{env.stream}:1"
+
+            # And it is acked: nothing pending, nothing left in the work queue
+            await eventually(lambda: _zero(env.ack_pending(f"{env.prefix}-submit")))
+            await eventually(lambda: _zero(env.stored()))
+
+    run(scenario())
+
+
+def test_results_and_cancels_go_to_the_result_queue_plain_publish_included() -> None:
+    async def scenario() -> None:
+        submit, result = MemorySink(), MemorySink()
+        async with forwarding(submit, result) as env:
+            res = JobResult(job_id="job-7", status=JobStatus.JOB_STATUS_SUCCEEDED, worker_id="w")
+            data = packet(trace_id="t", sender_id="w", job_result=res).SerializeToString()
+            # A CAP worker publishes results with plain NATS: the stream captures them.
+            await env.nc.publish(env.result, data)
+            await env.nc.publish(env.cancel, b"cancel-bytes")
+            await env.nc.flush()
+
+            await eventually(lambda: _true(len(result.accepted) == 2))
+            subjects = {m.attributes["subject"]: m for m in result.accepted}
+            assert subjects[env.result].attributes["job_id"] == "job-7"
+            assert base64.b64decode(subjects[env.cancel].body) == b"cancel-bytes"
+            assert submit.calls == []
+            await eventually(lambda: _zero(env.stored()))
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("failure", ["refused", "unreachable"])
+def test_message_the_queue_did_not_take_is_not_acked_and_comes_back(failure: str) -> None:
+    async def scenario() -> None:
+        submit = MemorySink(
+            refuse_calls=1 if failure == "refused" else 0,
+            unreachable_calls=1 if failure == "unreachable" else 0,
+        )
+        async with forwarding(submit) as env:
+            data = job_packet("job-r")
+            await env.js.publish(env.submit, data)
+
+            # When the first send fails
+            await eventually(lambda: _true(submit.calls))
+            assert submit.accepted == []
+            # Then the message is still in the stream (not acked) ...
+            assert await env.stored() == 1
+
+            # ... and is delivered again after the NAK delay, then acked
+            await eventually(lambda: _true(submit.accepted))
+            assert len(submit.calls) == 2
+            assert [base64.b64decode(m.body) for c in submit.calls for m in c] == [data, data]
+            await eventually(lambda: _zero(env.stored()))
+            assert await env.ack_pending(f"{env.prefix}-submit") == 0
+
+    run(scenario())
+
+
+def test_unparseable_payload_is_still_forwarded() -> None:
+    async def scenario() -> None:
+        submit = MemorySink()
+        async with forwarding(submit) as env:
+            garbage = b"\xff\xff\xff not a BusPacket"
+            await env.js.publish(env.submit, garbage)
+
+            await eventually(lambda: _true(submit.accepted))
+            (msg,) = submit.accepted
+            assert base64.b64decode(msg.body) == garbage
+            assert msg.attributes["subject"] == env.submit
+            assert "job_id" not in msg.attributes
+            await eventually(lambda: _zero(env.stored()))
+
+    run(scenario())
+
+
+def test_a_pull_returns_up_to_ten_and_one_send_covers_them() -> None:
+    async def scenario() -> None:
+        submit = MemorySink()
+        async with forwarding(submit, autostart=False) as env:
+            # Given twelve requests waiting in the stream
+            for i in range(12):
+                await env.js.publish(env.submit, job_packet(f"job-{i}"))
+            # When the forwarder starts
+            await env.start()
+            # Then two pulls and two SQS calls carry them all
+            await eventually(lambda: _true(len(submit.accepted) == 12))
+            assert [len(call) for call in submit.calls] == [10, 2]
+            ids = sorted(int(m.attributes["job_id"].split("-")[1]) for m in submit.accepted)
+            assert ids == list(range(12))
+
+    run(scenario())
+
+
+def test_stop_lets_the_forward_in_flight_finish_and_ack() -> None:
+    async def scenario() -> None:
+        submit = MemorySink(delay_s=0.5)
+        async with forwarding(submit, autostart=False) as env:
+            await env.start()
+            await env.js.publish(env.submit, job_packet("job-stop"))
+            # Given a send that is under way
+            await eventually(lambda: _true(submit.calls))
+            # When the forwarder is told to stop
+            env.forwarder.stop()
+            await asyncio.wait_for(env.task, 2.0)
+            # Then the send completed and the message was acked before run() returned
+            assert len(submit.accepted) == 1
+            await env.nc.flush()
+            await eventually(lambda: _zero(env.stored()), timeout=1.0)
+
+    run(scenario())
+
+
+async def _true(value: Any) -> bool:
+    return bool(value)
+
+
+async def _zero(value: Awaitable[int]) -> bool:
+    return await value == 0
+
+
+# --------------------------------------------------------------------------- SQS adapter
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@mock_aws
+def test_sqs_sink_sends_a_batch_with_string_attributes(aws_env: None) -> None:
+    client = boto3.client("sqs", region_name="us-east-1")
+    url = client.create_queue(QueueName="cordum-submit-test")["QueueUrl"]
+    sink = SqsQueueSink(url, client)
+    messages = [
+        QueueMessage(
+            "0", base64.b64encode(b"one").decode(), {"subject": "sys.job.submit", "job_id": "a"}
+        ),
+        QueueMessage("1", base64.b64encode(b"two").decode(), {"subject": "sys.job.submit"}),
+    ]
+
+    report = asyncio.run(sink.send_batch(messages))
+
+    assert report.accepted == {"0", "1"} and not report.refused
+    got = client.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+    )["Messages"]
+    by_body = {base64.b64decode(m["Body"]): m["MessageAttributes"] for m in got}
+    assert by_body[b"one"]["job_id"] == {"StringValue": "a", "DataType": "String"}
+    assert by_body[b"two"]["subject"]["StringValue"] == "sys.job.submit"
+    assert "job_id" not in by_body[b"two"]
+
+
+@mock_aws
+def test_sqs_sink_reports_a_missing_queue_as_unavailable(aws_env: None) -> None:
+    client = boto3.client("sqs", region_name="us-east-1")
+    url = client.create_queue(QueueName="gone")["QueueUrl"]
+    client.delete_queue(QueueUrl=url)
+    sink = SqsQueueSink(url, client)
+
+    with pytest.raises(QueueUnavailable):
+        asyncio.run(sink.send_batch([QueueMessage("0", "eA==", {"subject": "s"})]))
+
+
+def test_bridge_settings_fail_fast_with_the_variable_name() -> None:
+    with pytest.raises(ConfigError, match="SUBMIT_QUEUE_URL"):
+        load_bridge_settings({"RESULT_QUEUE_URL": "http://q/result"})
+    cfg = load_bridge_settings(
+        {"SUBMIT_QUEUE_URL": "s", "RESULT_QUEUE_URL": "r", "WORKER_SNAPSHOT_INTERVAL": "2.5"}
+    )
+    assert cfg.snapshot_interval_s == 2.5
+
+
+# --------------------------------------------------------------------------- heartbeats
+
+
+def heartbeat_bytes(hb: Heartbeat) -> bytes:
+    return packet(trace_id=hb.worker_id, sender_id=hb.worker_id, heartbeat=hb).SerializeToString()
+
+
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+def test_heartbeats_become_the_worker_snapshot_under_the_writer_lock() -> None:
+    async def scenario() -> None:
+        tag = uuid.uuid4().hex[:8]
+        subject = f"test.{tag}.heartbeat"
+        key, lock = f"test:{tag}:workers:snapshot", f"test:{tag}:snapshot:writer"
+        pool = f"gpu-{tag}"
+        topics = {f"job.{tag}.a": pool, f"job.{tag}.idle": f"empty-{tag}"}
+        nc = await nats.connect(SETTINGS.nats_url)
+        redis = aioredis.Redis.from_url(SETTINGS.redis_url)
+        # A long interval: any write after the first one is the "new worker" write.
+        ingest = HeartbeatIngest(
+            nc,
+            SnapshotWriter(redis, key=key, lock_key=lock),
+            topics,
+            subject=subject,
+            interval_s=30.0,
+        )
+        task = None
+        try:
+            await ingest.start()
+            task = asyncio.create_task(ingest.run())
+
+            # Given two workers of one pool and one without a pool
+            beats = [
+                Heartbeat(
+                    worker_id=f"w1-{tag}",
+                    pool=pool,
+                    active_jobs=1,
+                    max_parallel_jobs=4,
+                    cpu_load=12.3,
+                    capabilities=["job.a"],
+                    region="eu",
+                    type="gpu",
+                    labels={"zone": "b"},
+                    memory_load=40.0,
+                    gpu_utilization=55.5,
+                ),
+                Heartbeat(worker_id=f"w2-{tag}", pool=pool, active_jobs=2, max_parallel_jobs=2),
+                Heartbeat(worker_id=f"w3-{tag}", pool="", active_jobs=5, max_parallel_jobs=9),
+            ]
+            # When their heartbeats arrive
+            for hb in beats:
+                await nc.publish(subject, heartbeat_bytes(hb))
+            await nc.publish(subject, b"not a packet")
+            await nc.flush()
+
+            # Then the snapshot lists them, at once rather than at the next tick
+            async def three_workers() -> dict[str, Any] | None:
+                raw = await redis.get(key)
+                doc = json.loads(raw) if raw else None
+                return doc if doc and len(doc["workers"]) == 3 else None
+
+            snap = await eventually(three_workers, timeout=2.0)
+            ingest.stop()
+            await asyncio.wait_for(task, 2.0)
+
+            assert list(snap) == ["captured_at", "writer_id", "pools", "topics", "workers"]
+            assert RFC3339.match(snap["captured_at"])
+            assert snap["writer_id"] == ingest.writer_id
+            assert re.match(r"^.+-[0-9a-f]{8}$", snap["writer_id"])
+            assert snap["pools"] == {pool: {"workers": 2, "active_jobs": 3, "capacity": 6}}
+            assert snap["topics"] == {
+                f"job.{tag}.a": {"pool": pool, "workers": 2, "capacity": 6, "available": True},
+                f"job.{tag}.idle": {
+                    "pool": f"empty-{tag}",
+                    "workers": 0,
+                    "capacity": 0,
+                    "available": False,
+                },
+            }
+            w1, w2, w3 = snap["workers"]
+            last = w1.pop("last_heartbeat")
+            assert RFC3339.match(last)
+            assert w1 == {
+                "worker_id": f"w1-{tag}",
+                "pool": pool,
+                "active_jobs": 1,
+                "max_parallel_jobs": 4,
+                "capabilities": ["job.a"],
+                "cpu_load": 12.3,
+                "gpu_utilization": 55.5,
+                "memory_load": 40.0,
+                "region": "eu",
+                "type": "gpu",
+                "labels": {"zone": "b"},
+            }
+            # Zero values are omitted, as Go's omitempty does (gpu_utilization included)
+            assert set(w2) == {
+                "worker_id",
+                "pool",
+                "active_jobs",
+                "max_parallel_jobs",
+                "last_heartbeat",
+            }
+            assert w3["pool"] == "" and w3["max_parallel_jobs"] == 9
+            assert 0 < await redis.ttl(key) <= 86_400
+            # And the writer lock is released after the write
+            assert await redis.exists(lock) == 0
+        finally:
+            ingest.stop()
+            if task is not None and not task.done():
+                task.cancel()
+            await ingest.close()
+            await redis.delete(key, lock)
+            await redis.aclose()
+            await nc.close()
+
+    run(scenario())
+
+
+def test_snapshot_is_not_written_while_another_writer_holds_the_lock() -> None:
+    async def scenario() -> None:
+        tag = uuid.uuid4().hex[:8]
+        key, lock = f"test:{tag}:workers:snapshot", f"test:{tag}:snapshot:writer"
+        redis = aioredis.Redis.from_url(SETTINGS.redis_url)
+        try:
+            writer = SnapshotWriter(redis, key=key, lock_key=lock)
+            await redis.set(lock, "other-replica", px=5000)
+
+            assert await writer.write({"workers": []}) is False
+            assert await redis.get(key) is None
+            assert await redis.get(lock) == b"other-replica"
+
+            await redis.delete(lock)
+            assert await writer.write({"workers": []}) is True
+            assert await redis.exists(lock) == 0
+        finally:
+            await redis.delete(key, lock)
+            await redis.aclose()
+
+    run(scenario())
+
+
+def test_registry_forgets_silent_workers_and_hydrates_fresh_ones() -> None:
+    now = [1_000_000.0]
+    registry = WorkerRegistry(ttl_s=30.0, clock=lambda: now[0])
+    assert registry.observe(Heartbeat(worker_id="a", pool="p", max_parallel_jobs=1)) is True
+    now[0] += 10
+    assert registry.observe(Heartbeat(worker_id="a", pool="p", max_parallel_jobs=1)) is False
+    now[0] += 31
+    assert registry.snapshot({}, writer_id="x")["workers"] == []
+
+    # A snapshot written by another replica: fresh workers are taken, stale ones not
+    registry.observe(Heartbeat(worker_id="fresh", pool="p", max_parallel_jobs=2, cpu_load=0.5))
+    doc = registry.snapshot({"job.t": "p"}, writer_id="x")
+    now[0] += 20
+    doc["workers"].append(
+        {"worker_id": "stale", "pool": "p", "last_heartbeat": "1970-01-01T00:00:00Z"}
+    )
+    other = WorkerRegistry(ttl_s=30.0, clock=lambda: now[0])
+    assert other.hydrate(doc) == 1
+    assert other.observe(Heartbeat(worker_id="fresh", pool="p")) is False
+    assert other.snapshot({}, writer_id="y")["workers"][0]["worker_id"] == "fresh"
