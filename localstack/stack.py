@@ -103,8 +103,15 @@ def spawn(name: str, argv: list[str], env: dict[str, str]) -> int:
     PIDS.mkdir(parents=True, exist_ok=True)
     LOGS.mkdir(parents=True, exist_ok=True)
     log = (LOGS / f"{name}.log").open("ab")
-    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     pid_file(name).write_text(str(proc.pid))
     return proc.pid
 
@@ -153,8 +160,11 @@ def ensure_binary(binary: str, package: str) -> str:
         return found
     step(f"installing {package} (apt-get)")
     subprocess.run(["apt-get", "update", "-qq"], check=True)
-    subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True,
-                   env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", package],
+        check=True,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
     found = shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/usr/bin")
     if not found:
         fail(f"{binary} not found after installing {package}")
@@ -172,8 +182,23 @@ def ensure_redis(url: str) -> None:
     data = STATE / "redis"
     data.mkdir(parents=True, exist_ok=True)
     step(f"starting Redis on {host}:{port}")
-    spawn("redis", [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-                    "--appendonly", "no", "--dir", str(data)], dict(os.environ))
+    spawn(
+        "redis",
+        [
+            binary,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(data),
+        ],
+        dict(os.environ),
+    )
     wait_for(lambda: answers(host, port), 15, "Redis", LOGS / "redis.log")
 
 
@@ -188,8 +213,11 @@ def ensure_nats(url: str) -> None:
     data = STATE / "nats"
     data.mkdir(parents=True, exist_ok=True)
     step(f"starting NATS with JetStream on {host}:{port}")
-    spawn("nats", [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(data)],
-          dict(os.environ))
+    spawn(
+        "nats",
+        [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(data)],
+        dict(os.environ),
+    )
     wait_for(lambda: answers(host, port), 15, "NATS", LOGS / "nats.log")
 
 
@@ -199,8 +227,10 @@ def wait_for(check, timeout: float, what: str, log: Path | None = None) -> None:
         if check():
             return
         time.sleep(0.2)
-    fail(f"{what} did not come up within {timeout:.0f}s" +
-         (f"; last log lines:\n{tail(log)}" if log else ""))
+    fail(
+        f"{what} did not come up within {timeout:.0f}s"
+        + (f"; last log lines:\n{tail(log)}" if log else "")
+    )
 
 
 # ---------------------------------------------------------------- env file
@@ -227,8 +257,7 @@ def write_env(values: dict[str, str]) -> None:
 def api_url(outputs: dict[str, str], localstack_url: str) -> str:
     # LocalStack's *.localhost.localstack.cloud names do not resolve here:
     # use the path form of the REST API URL.
-    return (f"{localstack_url}/restapis/{outputs['RestApiId']}/{outputs['StageName']}"
-            "/_user_request_")
+    return f"{localstack_url}/restapis/{outputs['RestApiId']}/{outputs['StageName']}/_user_request_"
 
 
 # ---------------------------------------------------------------- services
@@ -266,8 +295,11 @@ def start_services(values: dict[str, str], outputs: dict[str, str]) -> None:
             step(f"restarting {name}")
         else:
             step(f"starting {name}")
-        spawn(name, argv[name], {**env, "WORKER_ID": f"echo-{socket.gethostname()}"}
-              if name == "echo-worker" else env)
+        spawn(
+            name,
+            argv[name],
+            {**env, "WORKER_ID": f"echo-{socket.gethostname()}"} if name == "echo-worker" else env,
+        )
     time.sleep(1.0)
     for name in SERVICES:
         if read_pid(name) is None:
@@ -281,11 +313,16 @@ def config_dir() -> Path:
 # ---------------------------------------------------------------- http
 
 
-def http(method: str, url: str, key: str, body: dict | None = None,
-         timeout: float = 30.0) -> tuple[int, object]:
+def http(
+    method: str, url: str, key: str, body: dict | None = None, timeout: float = 30.0
+) -> tuple[int, object]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={
-        "X-API-Key": key, "X-Tenant-ID": TENANT, "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={"X-API-Key": key, "X-Tenant-ID": TENANT, "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read().decode()
@@ -308,8 +345,10 @@ def wait_for_worker(values: dict[str, str], timeout: float = 30.0) -> None:
         if raw and json.loads(raw).get("workers"):
             return
         time.sleep(0.5)
-    fail("no worker appeared in sys:workers:snapshot; see .cordum/logs/bridge.log and "
-         "echo-worker.log")
+    fail(
+        "no worker appeared in sys:workers:snapshot; see .cordum/logs/bridge.log and "
+        "echo-worker.log"
+    )
 
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT", "DENIED", "OUTPUT_QUARANTINED"}
@@ -318,8 +357,9 @@ TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT", "DENIED", "OUTPUT_QUA
 def demo(values: dict[str, str], timeout: float = 90.0) -> str:
     url, key = values["CORDUM_API_URL"], values["CORDUM_API_KEY"]
     step(f"demo job: POST {url}/api/v1/jobs")
-    status, body = http("POST", f"{url}/api/v1/jobs", key,
-                        {"topic": "job.echo", "prompt": "hello from make up"})
+    status, body = http(
+        "POST", f"{url}/api/v1/jobs", key, {"topic": "job.echo", "prompt": "hello from make up"}
+    )
     if status != 200 or not isinstance(body, dict):
         fail(f"submit answered {status}: {body}")
     job_id = body["job_id"]
@@ -385,8 +425,11 @@ def up(run_demo: bool = True) -> dict[str, str]:
     start_services(values, outputs)
     step("waiting for the worker's first heartbeat in the registry snapshot")
     wait_for_worker(values)
-    print(f"\nCordum Serverless is up.\n  API: {values['CORDUM_API_URL']}\n"
-          f"  env: {ENV_FILE}  (source it: set -a; . {ENV_FILE}; set +a)\n", flush=True)
+    print(
+        f"\nCordum Serverless is up.\n  API: {values['CORDUM_API_URL']}\n"
+        f"  env: {ENV_FILE}  (source it: set -a; . {ENV_FILE}; set +a)\n",
+        flush=True,
+    )
     if run_demo:
         state = demo(values)
         if state != "SUCCEEDED":
@@ -425,8 +468,7 @@ def e2e(pytest_args: list[str]) -> int:
     args = [a for a in pytest_args if a != "--"] or ["tests/e2e"]
     try:
         step(f"pytest {' '.join(args)}")
-        return subprocess.run([sys.executable, "-m", "pytest", *args], env=env,
-                              cwd=ROOT).returncode
+        return subprocess.run([sys.executable, "-m", "pytest", *args], env=env, cwd=ROOT).returncode
     finally:
         if started:
             down()
@@ -445,8 +487,9 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("services", help="make sure Redis and NATS answer (start them if not)")
     sub.add_parser("status", help="exit 0 when the stack is up")
     sub.add_parser("demo", help="submit the demo job to the running stack")
-    p_e2e = sub.add_parser("e2e", help="run pytest on the stack, bringing it up (and down) "
-                                       "when it is not up already")
+    p_e2e = sub.add_parser(
+        "e2e", help="run pytest on the stack, bringing it up (and down) when it is not up already"
+    )
     p_e2e.add_argument("pytest_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.cmd == "up":

@@ -1,0 +1,707 @@
+"""Host-mode LocalStack for the local stack: install, start, stop, status, logs.
+
+    python localstack/launcher.py install   build what is missing, start nothing
+    python localstack/launcher.py start     install if needed, start, wait until healthy
+    python localstack/launcher.py stop      stop what `start` started
+    python localstack/launcher.py status    exit 0 when running and healthy
+    python localstack/launcher.py logs [-n N] [-f]
+
+Also importable (``import launcher`` with localstack/ on sys.path):
+``ensure_installed()``, ``start()``, ``stop()``, ``is_running()``, ``status()``,
+``localstack_url()``; failures raise ``LauncherError`` with what to do.
+
+What it builds, in a cache outside the clone, each keyed by its pins and
+built in a temporary folder renamed into place, so a half-built one is never
+used:
+
+* ``localstack-venv-<hash>``: Python 3.13 venv with requirements.txt, plus the
+  project's Lambda executor plugin (executor/), reinstalled when its sources change;
+* ``lambda-runtime-python3.12-<hash>``: the emulated /var/runtime (awslambdaric,
+  boto3) installed for the python3.12 interpreter that runs functions.
+
+LocalStack listens on 127.0.0.1 only. Its state, pid and logs live under
+``<repo>/.cordum/``. Standard library only: it runs before any venv exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import glob
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+REQUIREMENTS = HERE / "requirements.txt"
+EXECUTOR_SRC = HERE / "executor"
+
+STATE_DIR = REPO / ".cordum"
+PID_FILE = STATE_DIR / "pids" / "localstack.pid"
+LOG_DIR = STATE_DIR / "logs"
+LOG_FILE = LOG_DIR / "localstack.log"
+INSTALL_LOG = LOG_DIR / "localstack-install.log"
+DATA_DIR = STATE_DIR / "localstack"
+
+DEFAULT_PORT = 4566
+HEALTH_TIMEOUT_S = 120.0
+STOP_GRACE_S = 10.0
+EXECUTOR_NAME = "cordum-local"
+# The module LocalStack's process runs; it tells our process from others.
+LOCALSTACK_MAIN = "localstack.runtime.main"
+
+
+@dataclass(frozen=True)
+class LambdaRuntime:
+    """A Lambda runtime the executor can run, and how to build it here."""
+
+    name: str
+    """Lambda's runtime identifier."""
+    version: str
+    """The interpreter's major.minor version."""
+    override_env: str
+    """Variable naming the interpreter to use instead of pyenv's."""
+    requirements: tuple[str, ...]
+    """What AWS's runtime image ships in /var/runtime; boto3 as pinned by the project."""
+
+
+LAMBDA_RUNTIMES = (
+    LambdaRuntime(
+        "python3.12", "3.12", "CORDUM_PYTHON312", ("awslambdaric==4.2.2", "boto3==1.43.11")
+    ),
+)
+
+
+class LauncherError(Exception):
+    """Something the user must fix; the message says what."""
+
+
+@dataclass(frozen=True)
+class Installation:
+    venv: Path
+    runtimes: dict[str, dict[str, str]]
+    """The executor's runtime map (CORDUM_LAMBDA_RUNTIMES): name -> {"python", "path"}."""
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+
+# -- locations ----------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("CORDUM_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg).expanduser() / "cordum-serverless"
+
+
+def localstack_port() -> int:
+    raw = os.environ.get("LOCALSTACK_PORT", str(DEFAULT_PORT))
+    try:
+        return int(raw)
+    except ValueError:
+        raise LauncherError(f"LOCALSTACK_PORT must be a port number, not {raw!r}") from None
+
+
+def localstack_url(port: int | None = None) -> str:
+    return f"http://127.0.0.1:{port or localstack_port()}"
+
+
+def _hash12(*parts: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+        digest.update(b"\0")
+    return digest.hexdigest()[:12]
+
+
+# -- progress -------------------------------------------------------------------
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+@contextlib.contextmanager
+def _step(message: str) -> Iterator[None]:
+    _say(f"==> {message}")
+    started = time.monotonic()
+    yield
+    _say(f"    done in {time.monotonic() - started:.1f} s")
+
+
+def _run_logged(command: list[str], what: str) -> None:
+    """Run a long command with its output in INSTALL_LOG, not on the screen."""
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    with INSTALL_LOG.open("a") as log:
+        log.write(f"\n### {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
+        log.flush()
+        result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        raise LauncherError(
+            f"{what} failed (exit {result.returncode}); last lines of {INSTALL_LOG}:\n"
+            + _tail(INSTALL_LOG, 30)
+        )
+
+
+def _pip(python: str | Path, *args: str) -> list[str]:
+    return [
+        str(python),
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        *args,
+    ]
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Serialize builds and starts between launchers running at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_atomically(target: Path, build: Callable[[Path], None]) -> None:
+    """Build into a sibling temp folder, then rename it to ``target``.
+
+    Called under the target's lock, so any other temp folder is what a killed
+    build left behind.
+    """
+    for leftover in target.parent.glob(f".{target.name}.tmp-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        build(tmp)
+        os.rename(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- interpreters -----------------------------------------------------------------
+
+
+def _pyenv_root() -> Path:
+    if os.environ.get("PYENV_ROOT"):
+        return Path(os.environ["PYENV_ROOT"])
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):
+        out = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True)
+        if out.stdout.strip():
+            return Path(out.stdout.strip())
+    return Path.home() / ".pyenv"
+
+
+def _find_python(version: str, override_env: str) -> str:
+    """The interpreter for ``version``: the override variable, pyenv's newest, or PATH."""
+    explicit = os.environ.get(override_env)
+    if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise LauncherError(f"{override_env}={explicit} is not an executable interpreter")
+        return explicit
+    exe = f"python{version}"
+    candidates = glob.glob(str(_pyenv_root() / "versions" / f"{version}.*" / "bin" / exe))
+
+    def version_key(path: str) -> tuple[int, ...]:
+        release = Path(path).parent.parent.name
+        return tuple(int(p) if p.isdigit() else -1 for p in release.split("."))
+
+    for candidate in sorted(candidates, key=version_key, reverse=True):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    on_path = shutil.which(exe)
+    if on_path:
+        return on_path
+    raise LauncherError(
+        f"Python {version} not found: set {override_env} to a python{version} interpreter, "
+        f"or install it (e.g. `pyenv install {version}`)"
+    )
+
+
+# -- install -----------------------------------------------------------------------
+
+
+def ensure_installed() -> Installation:
+    """Build the LocalStack venv, the Lambda runtimes and the executor plugin if missing."""
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    venv = _ensure_localstack_venv(cache)
+    _ensure_executor_plugin(venv)
+    runtimes = {rt.name: _ensure_lambda_runtime(cache, rt) for rt in LAMBDA_RUNTIMES}
+    return Installation(venv=venv, runtimes=runtimes)
+
+
+def _venv_works(venv: Path) -> bool:
+    # The venv's python is a symlink to the base interpreter, which may be gone.
+    return (venv / "bin" / "python").exists()
+
+
+def _ensure_localstack_venv(cache: Path) -> Path:
+    venv = cache / f"localstack-venv-{_hash12(REQUIREMENTS.read_bytes())}"
+    if _venv_works(venv):
+        return venv
+    with _file_lock(cache / ".localstack-venv.lock"):
+        if _venv_works(venv):
+            return venv
+        if venv.exists():
+            shutil.rmtree(venv)
+        python = _find_python("3.13", "LOCALSTACK_PYTHON")
+
+        def build(tmp: Path) -> None:
+            with _step(f"LocalStack venv from {python} (first time: about 2 minutes)"):
+                _run_logged([python, "-m", "venv", str(tmp)], "creating the LocalStack venv")
+                _run_logged(
+                    _pip(tmp / "bin" / "python", "-r", str(REQUIREMENTS)),
+                    f"pip install -r {REQUIREMENTS}",
+                )
+
+        # Scripts in bin/ keep the temp path in their shebang; we only ever
+        # run `bin/python -m ...`, which does not care.
+        _build_atomically(venv, build)
+    return venv
+
+
+def _executor_digest() -> str:
+    files = sorted(
+        path
+        for path in EXECUTOR_SRC.rglob("*")
+        if path.is_file()
+        and path.suffix in (".py", ".toml")
+        and "__pycache__" not in path.parts
+        and not any(part.endswith(".egg-info") or part == "build" for part in path.parts)
+    )
+    parts = []
+    for path in files:
+        parts += [str(path.relative_to(EXECUTOR_SRC)).encode(), path.read_bytes()]
+    return _hash12(*parts)
+
+
+def _executor_stamp(venv: Path) -> Path:
+    return venv / "cordum-local-executor.stamp"
+
+
+def _warn_if_executor_changed() -> None:
+    venv = cache_dir() / f"localstack-venv-{_hash12(REQUIREMENTS.read_bytes())}"
+    stamp = _executor_stamp(venv)
+    if stamp.exists() and stamp.read_text().strip() != _executor_digest():
+        _say("    note: executor/ changed since this LocalStack started; restart it to use that")
+
+
+def _ensure_executor_plugin(venv: Path) -> None:
+    stamp = _executor_stamp(venv)
+    digest = _executor_digest()
+    if stamp.exists() and stamp.read_text().strip() == digest:
+        return
+    with _file_lock(venv.parent / ".localstack-venv.lock"):
+        if stamp.exists() and stamp.read_text().strip() == digest:
+            return
+        with _step("Lambda executor plugin into the LocalStack venv"):
+            # Build from a copy: setuptools leaves build/ and *.egg-info beside the sources.
+            with tempfile.TemporaryDirectory() as tmp:
+                src = Path(tmp) / "executor"
+                ignore = shutil.ignore_patterns("__pycache__", "build", "*.egg-info")
+                shutil.copytree(EXECUTOR_SRC, src, ignore=ignore)
+                # setuptools comes with LocalStack's pins: no isolated build env to fetch.
+                flags = ("--no-deps", "--no-build-isolation", "--force-reinstall")
+                _run_logged(
+                    _pip(venv / "bin" / "python", *flags, str(src)),
+                    "installing the executor plugin",
+                )
+        stamp.write_text(digest + "\n")
+
+
+_RUNTIME_CHECK = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "import awslambdaric.bootstrap, runtime_client, boto3"
+)
+
+
+def _ensure_lambda_runtime(cache: Path, runtime: LambdaRuntime) -> dict[str, str]:
+    python = _find_python(runtime.version, runtime.override_env)
+    # The C extension in awslambdaric is built for this exact interpreter.
+    identity = subprocess.run(
+        [python, "-c", "import sys, platform; print(sys.version, platform.machine())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    key = _hash12("\n".join(runtime.requirements).encode(), identity.encode())
+    target = cache / f"lambda-runtime-{runtime.name}-{key}"
+    if not target.is_dir():
+        with _file_lock(cache / f".lambda-runtime-{runtime.name}.lock"):
+            if not target.is_dir():
+
+                def build(tmp: Path) -> None:
+                    with _step(f"Lambda runtime {runtime.name} for {python}"):
+                        _run_logged(
+                            _pip(python, "--target", str(tmp), *runtime.requirements),
+                            f"installing the {runtime.name} runtime",
+                        )
+                        # Isolated like a function: what it needs must come from tmp.
+                        _run_logged(
+                            [python, "-I", "-S", "-c", _RUNTIME_CHECK, str(tmp)],
+                            f"checking the {runtime.name} runtime",
+                        )
+
+                _build_atomically(target, build)
+    return {"python": python, "path": str(target)}
+
+
+# -- processes -------------------------------------------------------------------
+
+
+def _read_pid() -> int | None:
+    try:
+        return int(PID_FILE.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+# LocalStack processes started by this Python process (start() then stop() in
+# one program): polling them reaps them, and keeping them referenced spares a
+# "subprocess still running" warning when the caller exits first.
+_STARTED: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def _alive(pid: int) -> bool:
+    if pid in _STARTED:
+        return _STARTED[pid].poll() is None
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _is_localstack(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return LOCALSTACK_MAIN.encode() in cmdline
+
+
+def _our_pid() -> int | None:
+    """The pid in our pid file if it is a live LocalStack; a stale file is removed."""
+    pid = _read_pid()
+    if pid is None:
+        return None
+    if _alive(pid) and _is_localstack(pid):
+        return pid
+    PID_FILE.unlink(missing_ok=True)
+    return None
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat_path in glob.glob("/proc/[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            with open(stat_path) as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(Path(stat_path).parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _health(port: int) -> dict[str, object] | None:
+    try:
+        with _DIRECT.open(f"{localstack_url(port)}/_localstack/health", timeout=2) as response:
+            return json.loads(response.read() or b"{}")
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 200 * lines))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return f"(no {path})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _localstack_env(installation: Installation, port: int) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        # The project's PYTHONPATH (repo root, with this localstack/ folder in
+        # it) or venv must not leak into LocalStack's interpreter.
+        if key not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV")
+    }
+    env.update(
+        {
+            # hypercorn is the server that binds loopback only.
+            "GATEWAY_LISTEN": f"127.0.0.1:{port}",
+            "GATEWAY_SERVER": "hypercorn",
+            "DNS_ADDRESS": "0",
+            "DISABLE_EVENTS": "1",
+            # URLs LocalStack hands out (queue URLs, ...) must resolve here: the
+            # *.localhost.localstack.cloud names do not.
+            "LOCALSTACK_HOST": f"127.0.0.1:{port}",
+            "SQS_ENDPOINT_STRATEGY": "path",
+            # Host mode even inside a container (CI), so that LocalStack keeps its
+            # files under FILESYSTEM_ROOT instead of /var/lib/localstack.
+            "OVERRIDE_IN_DOCKER": "0",
+            "LAMBDA_RUNTIME_EXECUTOR": EXECUTOR_NAME,
+            "FILESYSTEM_ROOT": str(DATA_DIR / "fs"),
+            "LOCALSTACK_VOLUME_DIR": str(DATA_DIR / "volume"),
+            "TMPDIR": str(DATA_DIR / "tmp"),
+            "CORDUM_LAMBDA_RUNTIMES": json.dumps(installation.runtimes),
+            "CORDUM_LAMBDA_LOG_DIR": str(LOG_DIR),
+        }
+    )
+    return env
+
+
+def start(*, port: int | None = None, timeout: float = HEALTH_TIMEOUT_S) -> str:
+    """Start LocalStack unless ours already runs; return its URL once healthy."""
+    port = port or localstack_port()
+    url = localstack_url(port)
+    with _file_lock(PID_FILE.with_suffix(".lock")):
+        pid = _our_pid()
+        if pid is not None:
+            if _health(port) is not None:
+                _say(f"LocalStack already running at {url} (pid {pid})")
+                _warn_if_executor_changed()
+                return url
+            _say(f"LocalStack (pid {pid}) is starting; waiting for it")
+            _wait_healthy(pid, port, timeout)
+            return url
+        if _port_open(port):
+            raise LauncherError(
+                f"port {port} is taken by a process this launcher did not start; "
+                "stop it or choose another port with LOCALSTACK_PORT"
+            )
+        installation = ensure_installed()
+        for folder in (LOG_DIR, PID_FILE.parent, DATA_DIR / "fs", DATA_DIR / "volume"):
+            folder.mkdir(parents=True, exist_ok=True)
+        # Unzipped function code of earlier runs; LocalStack keeps no state across starts.
+        shutil.rmtree(DATA_DIR / "tmp", ignore_errors=True)
+        (DATA_DIR / "tmp").mkdir(parents=True)
+        if LOG_FILE.exists():
+            os.replace(LOG_FILE, LOG_FILE.with_suffix(".log.1"))
+
+        started = time.monotonic()
+        _say(f"==> LocalStack on {url}")
+        with LOG_FILE.open("ab") as log:
+            process = subprocess.Popen(
+                [str(installation.python), "-m", LOCALSTACK_MAIN],
+                env=_localstack_env(installation, port),
+                cwd=DATA_DIR,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Its own process group, so stop() can end it with everything it started.
+                start_new_session=True,
+            )
+        _STARTED[process.pid] = process
+        tmp_pid = PID_FILE.with_suffix(".tmp")
+        tmp_pid.write_text(f"{process.pid}\n")
+        os.replace(tmp_pid, PID_FILE)
+        try:
+            _wait_healthy(process.pid, port, timeout)
+        except LauncherError:
+            _terminate(process.pid)
+            PID_FILE.unlink(missing_ok=True)
+            raise
+        _say(f"    up in {time.monotonic() - started:.1f} s (pid {process.pid}, log {LOG_FILE})")
+        return url
+
+
+def _wait_healthy(pid: int, port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    dots = 0
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            _end_dots(dots)
+            raise LauncherError(
+                f"LocalStack exited during startup; last lines of {LOG_FILE}:\n"
+                + _tail(LOG_FILE, 40)
+            )
+        if _health(port) is not None:
+            _end_dots(dots)
+            return
+        time.sleep(0.25)
+        dots += 1
+        if dots % 4 == 0:
+            print(".", end="", flush=True)
+    _end_dots(dots)
+    raise LauncherError(
+        f"LocalStack not healthy after {timeout:g} s; last lines of {LOG_FILE}:\n"
+        + _tail(LOG_FILE, 40)
+    )
+
+
+def _end_dots(dots: int) -> None:
+    if dots >= 4:
+        print(flush=True)
+
+
+def _terminate(pid: int) -> None:
+    """SIGTERM the process group, SIGKILL what is left after the grace period.
+
+    Function processes run in sessions of their own (so a timeout can kill a
+    function's children): they are found by parentage while LocalStack lives.
+    """
+    tree = _descendants(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    _signal(tree, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        tree += _descendants(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    _signal([p for p in tree if _alive(p)], signal.SIGKILL)
+    while _alive(pid) and time.monotonic() < deadline + 5:
+        time.sleep(0.05)
+
+
+def stop(*, port: int | None = None) -> bool:
+    """Stop the LocalStack this launcher started; False when none was running."""
+    port = port or localstack_port()
+    with _file_lock(PID_FILE.with_suffix(".lock")):
+        pid = _our_pid()
+        if pid is None:
+            if _port_open(port):
+                _say(f"LocalStack is not running from here; port {port} is held by another process")
+            else:
+                _say("LocalStack is not running")
+            return False
+        _say(f"==> stopping LocalStack (pid {pid})")
+        _terminate(pid)
+        PID_FILE.unlink(missing_ok=True)
+        deadline = time.monotonic() + 5
+        while _port_open(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _port_open(port):
+            raise LauncherError(f"port {port} still open after stopping pid {pid}")
+        _say("    stopped")
+        return True
+
+
+def is_running(*, port: int | None = None) -> bool:
+    """True when the LocalStack this launcher started is alive and healthy."""
+    return _our_pid() is not None and _health(port or localstack_port()) is not None
+
+
+def status(*, port: int | None = None) -> dict[str, object]:
+    """``{"running", "healthy", "pid", "url", "services"}`` of our LocalStack."""
+    port = port or localstack_port()
+    pid = _our_pid()
+    health = _health(port) if pid is not None else None
+    return {
+        "running": pid is not None,
+        "healthy": health is not None,
+        "pid": pid,
+        "url": localstack_url(port),
+        "services": (health or {}).get("services", {}),
+    }
+
+
+# -- command line ---------------------------------------------------------------------
+
+
+def _logs(lines: int, follow: bool) -> None:
+    print(_tail(LOG_FILE, lines))
+    if not follow:
+        return
+    with contextlib.suppress(KeyboardInterrupt), LOG_FILE.open("rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        while True:
+            chunk = handle.read()
+            if chunk:
+                sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+                sys.stdout.flush()
+            else:
+                time.sleep(0.5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="launcher.py", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("install", help="build what is missing")
+    commands.add_parser("start", help="start LocalStack and wait until healthy")
+    commands.add_parser("stop", help="stop the LocalStack started from here")
+    commands.add_parser("status", help="exit 0 when running and healthy")
+    logs = commands.add_parser("logs", help="show LocalStack's log")
+    logs.add_argument("-n", "--lines", type=int, default=50)
+    logs.add_argument("-f", "--follow", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "install":
+            installation = ensure_installed()
+            _say(f"LocalStack venv: {installation.venv}")
+            for name, runtime in installation.runtimes.items():
+                _say(f"Lambda runtime {name}: {runtime['python']} + {runtime['path']}")
+        elif args.command == "start":
+            start()
+        elif args.command == "stop":
+            stop()
+        elif args.command == "status":
+            state = status()
+            if not state["running"]:
+                _say("LocalStack is not running")
+                return 3
+            health = "healthy" if state["healthy"] else "not healthy"
+            _say(f"LocalStack running at {state['url']} (pid {state['pid']}), {health}")
+            services = state["services"]
+            if isinstance(services, dict) and services:
+                _say("  " + ", ".join(f"{k}: {v}" for k, v in sorted(services.items())))
+            return 0 if state["healthy"] else 1
+        elif args.command == "logs":
+            _logs(args.lines, args.follow)
+    except LauncherError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
