@@ -442,7 +442,7 @@ def run_logged(name: str, argv: list[str]) -> None:
     log = LOGS / f"{name}.log"
     with log.open("w") as fh:
         proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
-    print(tail(log, 3), flush=True)
+    print(tail(log, 5), flush=True)
     if proc.returncode != 0:
         fail(f"{' '.join(argv[:3])} failed; last log lines:\n{tail(log)}")
 

@@ -1,0 +1,1 @@
+"""CDK constructs of the Cordum Serverless stack, one module per concern."""

@@ -1,0 +1,91 @@
+"""cdk-nag (AwsSolutions) on the stack, with a written reason for every finding
+the stack accepts instead of fixing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aws_cdk import Acknowledgment, CfnElement, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from cordum_infra.functions import RESULT, SAGA_ROLLBACK
+
+if TYPE_CHECKING:
+    from aws_cdk import App
+
+    from cordum_infra.stack import CordumServerlessStack
+
+STACK_WIDE = {
+    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+    "AWSLambdaBasicExecutionRole]": (
+        "AWSLambdaBasicExecutionRole lets a function write its own logs: the "
+        "AWS-maintained minimum for a Lambda function."
+    ),
+    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+    "AWSLambdaVPCAccessExecutionRole]": (
+        "AWSLambdaVPCAccessExecutionRole lets a function in the VPC manage its "
+        "network interfaces: the AWS-maintained minimum for that."
+    ),
+    "AwsSolutions-L1": (
+        "python3.12 on purpose: the layer's native wheels and bytecode are built for "
+        "CPython 3.12 (layers/build.py) and the local runner uses the same version. "
+        "Move runtime, layer build and runner together."
+    ),
+    "AwsSolutions-APIG2": (
+        "The API is a proxy to the gateway function, which validates every body and "
+        "query with pydantic models and answers Cordum's error format; API Gateway "
+        "validators would answer in another format."
+    ),
+    "AwsSolutions-APIG4": (
+        "Authentication happens in the gateway function (X-API-Key or Bearer, tenant "
+        "from X-Tenant-ID) as Cordum's clients expect; an API Gateway authorizer "
+        "would change the API's contract."
+    ),
+    "AwsSolutions-COG4": "Same as APIG4: Cordum API keys, not Cognito users.",
+    "AwsSolutions-APIG1": (
+        "Stage access logging needs the account-wide API Gateway CloudWatch role, "
+        "an account setting this stack does not own (cloud_watch_role=False); the "
+        "gateway function logs every request with powertools instead."
+    ),
+    "AwsSolutions-APIG6": "Same as APIG1: execution logging needs the account-wide role.",
+    "AwsSolutions-APIG3": (
+        "No WAF web ACL by default: every request is authenticated by API key in the "
+        "gateway; attach an ACL per deployment where internet exposure calls for it."
+    ),
+    "AwsSolutions-VPC7": (
+        "The VPC holds only the functions and the cache, whose security group admits "
+        "6379 from the functions' group alone; add vpc.add_flow_log() where traffic "
+        "auditing is required."
+    ),
+    "AwsSolutions-AEC5": (
+        "Default port 6379: access is limited by security group and TLS, a different "
+        "port would add no protection."
+    ),
+    "AwsSolutions-AEC6": (
+        "No Redis AUTH token yet: the cache is reachable only from the functions' "
+        "security group inside private subnets, with TLS in transit. An AUTH token "
+        "(Secrets Manager, rediss://:<token>@...) is the next step."
+    ),
+}
+
+
+def add_checks(app: App, stack: CordumServerlessStack) -> None:
+    """Run the AwsSolutions pack at synth; acknowledged findings are listed above."""
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    for rule, reason in STACK_WIDE.items():
+        Validations.of(stack).acknowledge(Acknowledgment(id=rule, reason=reason))
+
+    # The result function may invoke saga-rollback: CDK grants that on the
+    # function ARN and on `<arn>:*` (its versions and aliases), which the pack
+    # reports as a wildcard.
+    result = stack.functions[RESULT]
+    saga_rollback = stack.functions[SAGA_ROLLBACK]
+    saga_cfn = saga_rollback.node.default_child
+    assert isinstance(saga_cfn, CfnElement) and result.role is not None
+    logical_id = stack.resolve(stack.get_logical_id(saga_cfn))
+    Validations.of(result.role).acknowledge(
+        Acknowledgment(
+            id=f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>:*]",
+            reason="Invoking the saga-rollback function, any of its versions or aliases.",
+        )
+    )

@@ -1,0 +1,45 @@
+"""EventBridge schedules driving the reconciler and the pending replayer.
+
+Rate expressions bottom out at one minute; each tick function keeps Cordum's
+30 s cadence by ticking twice per invocation, bounded by its remaining time.
+Schedules may deliver twice, so the ticks still take their TTL-hold lock.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+TICK_RATE = Duration.minutes(1)
+"""Renders as ``rate(1 minute)``, the shortest EventBridge allows."""
+
+TARGET_RETRY_ATTEMPTS = 2
+TARGET_MAX_EVENT_AGE = Duration.minutes(1)
+"""A tick that could not be delivered within a minute is superseded by the next."""
+
+
+class TickSchedules(Construct):
+    """One rule per tick function; `ticks` maps a name (``Reconciler``) to it."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, ticks: dict[str, lambda_.IFunction]
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.rules: dict[str, events.Rule] = {}
+        for name, fn in ticks.items():
+            self.rules[name] = events.Rule(
+                self,
+                f"{name}TickRule",
+                description=f"Cordum {name.lower()} tick",
+                schedule=events.Schedule.rate(TICK_RATE),
+                targets=[
+                    targets.LambdaFunction(
+                        fn,
+                        retry_attempts=TARGET_RETRY_ATTEMPTS,
+                        max_event_age=TARGET_MAX_EVENT_AGE,
+                    )
+                ],
+            )
