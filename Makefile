@@ -1,7 +1,7 @@
 # Thin entry points; the work is done by the scripts they call.
 SHELL := /bin/bash
 PYTHON ?= python3
-CACHE := $(or $(CORDUM_CACHE_DIR),$(XDG_CACHE_HOME),$(HOME)/.cache)/cordum-serverless
+CACHE := $(or $(CORDUM_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cordum-serverless)
 # The venv is keyed by the pinned dependency lists, not by the whole pyproject.toml.
 DEPS_CMD := import tomllib;p=tomllib.load(open("pyproject.toml","rb"))["project"];d=p["optional-dependencies"];print("\n".join(p["dependencies"]+d["dev"]+d["infra"]))
 PINS := $(shell $(PYTHON) -c '$(DEPS_CMD)' | sha256sum | cut -c1-12)
@@ -56,3 +56,4 @@ synth: setup layer
 
 lint: setup
 	@$(PY) -m ruff check shared functions localstack layers infra tests
+	@$(PY) -m mypy shared/cordum functions

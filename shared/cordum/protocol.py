@@ -13,6 +13,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 
 def _attach_cap_stubs() -> None:
@@ -35,11 +36,30 @@ _attach_cap_stubs()
 
 from cordum.agent.v1 import buspacket_pb2, heartbeat_pb2, job_pb2  # noqa: E402
 
-BusPacket = buspacket_pb2.BusPacket
-JobRequest = job_pb2.JobRequest
-JobResult = job_pb2.JobResult
-JobCancel = job_pb2.JobCancel
-Heartbeat = heartbeat_pb2.Heartbeat
+if TYPE_CHECKING:
+    # The generated modules ship without stubs: the type checker sees open
+    # message classes (any field, any method).
+    class _Message:
+        def __init__(self, **fields: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+        def __setattr__(self, name: str, value: Any) -> None: ...
+
+    class BusPacket(_Message): ...
+
+    class JobRequest(_Message): ...
+
+    class JobResult(_Message): ...
+
+    class JobCancel(_Message): ...
+
+    class Heartbeat(_Message): ...
+
+else:
+    BusPacket = buspacket_pb2.BusPacket
+    JobRequest = job_pb2.JobRequest
+    JobResult = job_pb2.JobResult
+    JobCancel = job_pb2.JobCancel
+    Heartbeat = heartbeat_pb2.Heartbeat
 JobStatus = job_pb2.JobStatus
 JobPriority = job_pb2.JobPriority
 

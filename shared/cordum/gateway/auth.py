@@ -53,7 +53,7 @@ def parse_keys(raw: str) -> list[ApiKey]:
     if raw.startswith("["):
         try:
             entries = json.loads(raw)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise KeyConfigError(f"CORDUM_API_KEYS is not valid JSON: {exc.msg}") from None
         keys = []
         for i, entry in enumerate(entries):

@@ -66,7 +66,8 @@ def process_batch(
     event: dict[str, Any],
     handle: Callable[[bytes], Awaitable[Outcome]],
     delayer: VisibilityDelayer,
-) -> dict[str, list[dict[str, str]]]:
+) -> Any:
+    """The partial batch response: ``{"batchItemFailures": [{"itemIdentifier": id}, ...]}``."""
     from aws_lambda_powertools.utilities.batch import (
         AsyncBatchProcessor,
         EventType,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cordum.store.errors import InvalidTransition, StoreError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Awaitable, Iterable, Mapping
 
 META_TTL_S = 7 * 24 * 3600
 """job:meta, job:req and job:events live 7 days (refreshed on every write)."""
@@ -57,9 +57,11 @@ NO_STATE = "-"
 
 
 class RedisClientProtocol(Protocol):
+    """The part of ``redis.asyncio.Redis`` the store uses."""
+
     def register_script(self, script: str) -> Any: ...
-    async def hgetall(self, name: str) -> Any: ...
-    async def get(self, name: str) -> Any: ...
+    def hgetall(self, name: str) -> Awaitable[Any]: ...
+    def get(self, name: str) -> Awaitable[Any]: ...
 
 
 def now_us() -> int:
