@@ -402,7 +402,7 @@ def up(run_demo: bool = True) -> dict[str, str]:
     step("building the cordum layer")
     run_logged("layer", [sys.executable, str(ROOT / "layers" / "build.py")])
 
-    step("deploying the CDK app with cdklocal (progress in .cordum/logs/cdk.log)")
+    step("deploying the CDK app with cdklocal (log: .cordum/cdk-deploy.log)")
     import deploy  # infra/cdk/deploy.py
 
     outputs = deploy.deploy_local(
