@@ -83,6 +83,9 @@ def test_transition_walks_states_moves_indexes_and_counts_attempts(env):
     assert loop.run_until_complete(client.zscore("job:index:dispatched", job.job_id)) is not None
     events = loop.run_until_complete(client.lrange(f"job:events:{job.job_id}", 0, -1))
     assert [json.loads(e)["state"] for e in events] == ["PENDING", "SCHEDULED", "DISPATCHED"]
+    # Event times are exact microseconds (cjson would have rounded them).
+    updated = int(meta[b"updated_at"])
+    assert json.loads(events[-1])["ts"] == updated and updated > 10**15
 
 
 def test_terminal_state_leaves_tenant_active_set_and_deadline(env):
@@ -149,3 +152,22 @@ def test_store_down_raises_store_error():
 
     with pytest.raises(StoreError):
         run(attempt())
+
+
+def test_terminal_transition_writes_the_dlq_entry_in_the_same_step(env):
+    loop, client, store, job = env
+    loop.run_until_complete(store.create(job))
+    loop.run_until_complete(store.transition(job.job_id, [JobState.SCHEDULED, JobState.RUNNING]))
+    loop.run_until_complete(store.transition(
+        job.job_id, [JobState.FAILED], fields={"failure_reason": "boom"},
+        dlq={"topic": "job.default", "status": "FAILED", "reason": "boom",
+             "reason_code": "worker_failed"}))
+    try:
+        entry = json.loads(loop.run_until_complete(client.get(f"dlq:entry:{job.job_id}")))
+        assert entry["job_id"] == job.job_id and entry["reason_code"] == "worker_failed"
+        assert entry["last_state"] == "RUNNING" and entry["attempts"] == 1
+        score = loop.run_until_complete(client.zscore("dlq:index", job.job_id))
+        assert int(score) == entry["created_at"] and entry["created_at"] > 10**15
+        assert 0 < loop.run_until_complete(client.ttl(f"dlq:entry:{job.job_id}")) <= 30 * 86400
+    finally:
+        loop.run_until_complete(client.zrem("dlq:index", job.job_id))

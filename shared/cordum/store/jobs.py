@@ -18,6 +18,9 @@ META_TTL_S = 7 * 24 * 3600
 """job:meta, job:req and job:events live 7 days (refreshed on every write)."""
 DATA_TTL_S = 24 * 3600
 """ctx:/res: payloads live 24 hours."""
+DLQ_TTL_S = 30 * 24 * 3600
+"""dlq:entry lives 30 days; dlq:index keeps the newest 10,000 (scores in µs)."""
+DLQ_INDEX_KEY = "dlq:index"
 
 _LUA = Path(__file__).parent / "lua"
 
@@ -82,6 +85,10 @@ def events_key(job_id: str) -> str:
 
 def index_key(state: str) -> str:
     return f"job:index:{state.lower()}"
+
+
+def dlq_entry_key(job_id: str) -> str:
+    return f"dlq:entry:{job_id}"
 
 
 def tenant_active_key(tenant: str) -> str:
@@ -165,17 +172,21 @@ class JobStore:
         *,
         only_from: Iterable[str] = (),
         fields: Mapping[str, str] | None = None,
+        dlq: Mapping[str, Any] | None = None,
     ) -> TransitionResult:
         """Walk ``path`` in one atomic step.
 
         ``only_from`` names the states the job may be in (``NO_STATE`` for none);
         when it is elsewhere nothing is written and ``applied`` is False. A move
-        the state machine forbids raises :class:`InvalidTransition`.
+        the state machine forbids raises :class:`InvalidTransition`. ``dlq``, when
+        given, is written as the job's DLQ entry by the same script.
         """
         states = [JobState(s).value for s in path]
-        keys = [meta_key(job_id), events_key(job_id), RECENT_KEY, DEADLINE_KEY]
+        keys = [meta_key(job_id), events_key(job_id), RECENT_KEY, DEADLINE_KEY,
+                dlq_entry_key(job_id), DLQ_INDEX_KEY]
+        entry = json.dumps({"job_id": job_id, **dlq}, separators=(",", ":")) if dlq else ""
         args = [job_id, now_us(), META_TTL_S, ",".join(states), ",".join(only_from),
-                *_flatten(fields)]
+                entry, DLQ_TTL_S, *_flatten(fields)]
         status, previous = await self._call(self._transition, keys, args)
         status = _text(status)
         previous = _text(previous)

@@ -1,14 +1,18 @@
+-- Event timestamps are written as text: cjson would round microseconds to 14 digits.
 -- Move a job through one or more states atomically, as Cordum's state machine allows.
 -- Per-state index, job:recent, the event log, the tenant active set, the deadline
 -- and the attempts counter move with the state, so no reader sees half a transition.
 -- Index and tenant keys are derived here from the stored state and tenant: this
 -- needs Redis with cluster mode disabled, which is what the stack deploys.
 -- KEYS[1] job:meta:<id>  KEYS[2] job:events:<id>  KEYS[3] job:recent  KEYS[4] job:deadline
+-- KEYS[5] dlq:entry:<id>  KEYS[6] dlq:index
 -- ARGV[1] job id  ARGV[2] now (us)  ARGV[3] meta TTL (s)
 -- ARGV[4] states to pass through, comma separated (e.g. "SCHEDULED,DISPATCHED")
 -- ARGV[5] states the job may be in, comma separated, "" = any the table allows;
 --         "-" stands for a job without state (not created yet)
--- ARGV[6..] meta field, value pairs written with the last state
+-- ARGV[6] DLQ entry (JSON object) written with the transition, "" for none; the script
+--         adds last_state, attempts and created_at (us); TTL ARGV[7] (s)
+-- ARGV[8..] meta field, value pairs written with the last state
 -- Returns {status, previous state}: status "ok"; "skip" when the current state is not in
 -- ARGV[5]; "invalid" when the table forbids a step (nothing is written).
 local allowed = {
@@ -60,7 +64,7 @@ local attempts_bump = 0
 cur = prev
 for _, nxt in ipairs(path) do
   if nxt == 'SCHEDULED' and cur ~= 'SCHEDULED' then attempts_bump = attempts_bump + 1 end
-  redis.call('RPUSH', KEYS[2], cjson.encode({ts = tonumber(now), state = nxt}))
+  redis.call('RPUSH', KEYS[2], '{"ts":' .. now .. ',"state":' .. cjson.encode(nxt) .. '}')
   cur = nxt
 end
 
@@ -69,7 +73,7 @@ if prev ~= '' then
 end
 redis.call('ZADD', 'job:index:' .. string.lower(cur), now, id)
 local fields = {'state', cur, 'updated_at', now}
-for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 if attempts_bump > 0 then
   redis.call('HINCRBY', KEYS[1], 'attempts', attempts_bump)
@@ -91,5 +95,15 @@ end
 if terminal[cur] then
   redis.call('ZREM', KEYS[4], id)
   redis.call('HDEL', KEYS[1], 'deadline_unix')
+end
+if ARGV[6] ~= '' then
+  -- Appended as text: cjson prints large numbers with 14 digits, which would
+  -- round a microsecond timestamp.
+  local attempts = tonumber(redis.call('HGET', KEYS[1], 'attempts') or '0')
+  local entry = string.sub(ARGV[6], 1, -2) .. ',"last_state":' .. cjson.encode(prev) ..
+    ',"attempts":' .. attempts .. ',"created_at":' .. now .. '}'
+  redis.call('SET', KEYS[5], entry, 'EX', tonumber(ARGV[7]))
+  redis.call('ZADD', KEYS[6], now, id)
+  redis.call('ZREMRANGEBYRANK', KEYS[6], 0, -10001)
 end
 return {'ok', prev}
