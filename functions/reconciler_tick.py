@@ -1,17 +1,52 @@
 """Lambda: reconciler tick (EventBridge rate(1 minute)).
 
-Not implemented in this release: the scheduler work brings the reconciler
-(timeouts of SCHEDULED / DISPATCHED / RUNNING jobs and expired deadlines).
+Times out stale SCHEDULED / DISPATCHED / RUNNING jobs and jobs past their
+deadline, ticking twice a minute under the reconciler's TTL-hold lock.
 """
 
-import logging
+from __future__ import annotations
 
+from functools import lru_cache
+from typing import Any
+
+from cordum import runtime
+from cordum.config import settings
 from cordum.logs import setup
+from cordum.scheduler.reconciler import (
+    LOCK_KEY,
+    Reconciler,
+    ReconcilerPolicy,
+    ReconcilerTimeouts,
+)
+from cordum.scheduler.ticks import run_ticks
+from cordum.store.indexes import JobIndexes
+from cordum.store.jobs import JobStore
+from cordum.store.locks import TtlHoldLock
 
 setup()
-log = logging.getLogger("cordum.reconciler")
 
 
-def handler(event, context):
-    log.warning("reconciler tick: not implemented in this release; nothing was scanned")
-    return {"status": "not_implemented"}
+@lru_cache(maxsize=1)
+def _wiring() -> tuple[Reconciler, TtlHoldLock, float]:
+    cfg = settings()
+    timeouts = ReconcilerTimeouts.load(cfg.config_dir)
+    redis = runtime.redis_client(cfg)
+    reconciler = Reconciler(JobStore(redis), JobIndexes(redis),
+                            ReconcilerPolicy.from_timeouts(timeouts))
+    lock = TtlHoldLock(redis, LOCK_KEY, ttl_s=2 * timeouts.scan_interval_s)
+    return reconciler, lock, timeouts.scan_interval_s
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    reconciler, lock, interval_s = _wiring()
+    run = runtime.run(
+        run_ticks(reconciler.tick, lock, context.get_remaining_time_in_millis, interval_s))
+    return {
+        "ticks": run.ticks,
+        "failed_ticks": run.failed,
+        "stopped": run.stopped,
+        "timed_out": sum(r.total_timed_out for r in run.results),
+        "moved": sum(r.moved for r in run.results),
+        "failed": sum(r.failed for r in run.results),
+        "stopped_early": any(r.stopped_early for r in run.results),
+    }

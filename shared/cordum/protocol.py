@@ -85,6 +85,13 @@ def direct_subject(worker_id: str) -> str:
     return f"worker.{worker_id}.jobs"
 
 
+def worker_of_subject(subject: str) -> str:
+    """``worker.<id>.jobs`` -> ``<id>``; "" for any other subject."""
+    if subject.startswith("worker.") and subject.endswith(".jobs"):
+        return subject[len("worker.") : -len(".jobs")]
+    return ""
+
+
 def context_key(job_id: str) -> str:
     return CONTEXT_PREFIX + job_id
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nats
@@ -16,10 +17,13 @@ from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, load_settings
 from cordum.safety.client import SafetyClient
 from cordum.safety.kernel import Policy, serve
+from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
-from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
+from cordum.scheduler.errors import RetryAfter, UnparseableRecord
 from cordum.scheduler.registry import SnapshotRegistry
+from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.jobs import JobStore
+from cordum.store.locks import JobLocks
 from tests.conftest import NATS_URL, REDIS_URL
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
@@ -47,16 +51,21 @@ class Harness:
         self.redis = aioredis.Redis.from_url(REDIS_URL)
         self.store = JobStore(self.redis)
         cfg = load_settings(env={"REDIS_URL": REDIS_URL, "NATS_URL": NATS_URL})
+        self.publisher = NatsPublisher(cfg)
         self.engine = Engine(
             store=self.store,
             registry=SnapshotRegistry(self.redis, key=self.snapshot_key, max_age_s=0),
+            strategy=LeastLoadedStrategy(
+                PoolsConfig(topics={"job.default": ["default"]}, pools={})),
             safety=SafetyClient(kernel_addr, 1.0),
-            publisher=NatsPublisher(cfg),
-            pools=PoolsConfig(topics={"job.default": ["default"]}, pools={}),
+            publisher=self.publisher,
+            locks=JobLocks(self.redis),
+            backoff=BackoffPolicy(),
         )
 
     async def add_worker(self) -> None:
-        doc = {"captured_at": "2026-01-01T00:00:00Z", "writer_id": "t", "pools": {},
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        doc = {"captured_at": now, "writer_id": "t", "pools": {},
                "topics": {}, "workers": [{"worker_id": self.worker_id, "pool": "default",
                                           "active_jobs": 0, "max_parallel_jobs": 4}]}
         await self.redis.set(self.snapshot_key, json.dumps(doc), ex=60)
@@ -118,7 +127,9 @@ def test_request_is_dispatched_to_the_worker_subject_and_recorded_running(harnes
     assert meta["state"] == "RUNNING" and meta["worker_id"] == h.worker_id
     assert meta["attempts"] == "1" and meta["safety_decision"] == "ALLOW"
     events = loop.run_until_complete(h.redis.lrange(f"job:events:job-{h.unique}", 0, -1))
-    assert [json.loads(e)["state"] for e in events] == ["SCHEDULED", "DISPATCHED", "RUNNING"]
+    # Straight from the bus (no gateway): the job starts PENDING.
+    assert [json.loads(e)["state"] for e in events] == [
+        "PENDING", "SCHEDULED", "DISPATCHED", "RUNNING"]
 
 
 def test_redelivered_request_of_a_running_job_is_a_no_op(harness):
@@ -132,14 +143,16 @@ def test_redelivered_request_of_a_running_job_is_a_no_op(harness):
 
     first, second = loop.run_until_complete(scenario())
     assert first.action == "dispatched" and second.action == "noop"
-    assert loop.run_until_complete(h.redis.llen(f"job:events:job-{h.unique}")) == 3
+    assert loop.run_until_complete(h.redis.llen(f"job:events:job-{h.unique}")) == 4
 
 
-def test_no_live_worker_means_retry_later(harness):
+def test_no_live_worker_leaves_the_job_pending_and_counts_the_attempt(harness):
     loop, h = harness
-    with pytest.raises(NoWorkers) as info:
-        loop.run_until_complete(h.engine.handle_request(h.request()))
-    assert info.value.delay_s > 0
+    outcome = loop.run_until_complete(h.engine.handle_request(h.request()))
+    assert (outcome.action, outcome.state) == ("waiting", "PENDING")
+    assert "no workers" in outcome.detail
+    meta = loop.run_until_complete(h.store.get(f"job-{h.unique}"))
+    assert meta["state"] == "PENDING" and meta["attempts"] == "1"
 
 
 def test_unreachable_kernel_fails_closed_with_retry(harness):
@@ -147,7 +160,7 @@ def test_unreachable_kernel_fails_closed_with_retry(harness):
     h.engine._safety = SafetyClient(f"127.0.0.1:{free_port()}", 0.3)
     with pytest.raises(RetryAfter, match="safety unavailable"):
         loop.run_until_complete(h.engine.handle_request(h.request()))
-    assert loop.run_until_complete(h.state()) == ""
+    assert loop.run_until_complete(h.state()) == "PENDING"
 
 
 def test_garbage_is_unparseable_and_invalid_request_is_dropped(harness):
@@ -189,3 +202,240 @@ def test_retryable_failure_moves_to_retrying(harness):
             h.result(protocol.JobStatus.JOB_STATUS_FAILED_RETRYABLE))
 
     assert loop.run_until_complete(scenario()).state == "RETRYING"
+
+
+class PolicyStandIn:
+    """Cordum's test checker: sys.destroy -> DENY, sys.unavailable -> UNAVAILABLE,
+    sys.approval.gate -> REQUIRE_APPROVAL, anything else ALLOW. Policy evaluation of
+    the real kernel is not built yet; this stands in for the kernel port only."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def check(self, req, tenant):
+        from cordum.safety.client import Decision, SafetyVerdict
+
+        self.calls += 1
+        decision = {"sys.destroy": Decision.DENY, "sys.unavailable": Decision.UNAVAILABLE,
+                    "sys.approval.gate": Decision.REQUIRE_APPROVAL}.get(req.topic,
+                                                                        Decision.ALLOW)
+        return SafetyVerdict(decision, f"stand-in {decision.value}", "stand-in", "snap-1")
+
+
+class FailingPublisher:
+    """A bus whose publishes to worker subjects always fail; DLQ publishes go through."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.attempts = 0
+
+    async def publish(self, subject, msg):
+        if subject.startswith("worker."):
+            self.attempts += 1
+            raise RuntimeError("bus down")
+        await self.real.publish(subject, msg)
+
+
+def request_on(h, topic, job_id=None):
+    req = protocol.JobRequest(job_id=job_id or f"job-{h.unique}", topic=topic,
+                              tenant_id=f"t-{h.unique}")
+    return protocol.packet(trace_id=f"tr-{h.unique}", sender_id="test",
+                           job_request=req).SerializeToString()
+
+
+async def collect(subject, coro, wait=0.3):
+    """Run ``coro`` while recording what is published on ``subject``."""
+    nc = await nats.connect(NATS_URL)
+    seen = []
+
+    async def on_msg(msg):
+        seen.append(protocol.decode(msg.data).packet)
+
+    sub = await nc.subscribe(subject, cb=on_msg)
+    try:
+        result = await coro
+        await asyncio.sleep(wait)
+    finally:
+        await sub.unsubscribe()
+        await nc.close()
+    return result, seen
+
+
+def dlq_packets_for(seen, job_id):
+    return [p for p in seen if p.job_result.job_id == job_id]
+
+
+def test_denied_job_goes_to_denied_with_one_dlq_entry_and_one_dlq_packet(harness):
+    loop, h = harness
+    h.engine._safety = PolicyStandIn()
+    job_id = f"job-{h.unique}"
+    outcome, seen = loop.run_until_complete(
+        collect(protocol.SUBJECT_DLQ, h.engine.handle_request(request_on(h, "sys.destroy"))))
+    assert outcome.state == "DENIED"
+    packets = dlq_packets_for(seen, job_id)
+    assert len(packets) == 1 and packets[0].job_result.error_code == "safety_denied"
+    assert packets[0].job_result.error_code_enum == 300
+    entry = json.loads(loop.run_until_complete(h.redis.get(f"dlq:entry:{job_id}")))
+    assert entry["reason_code"] == "safety_denied" and entry["last_state"] == "PENDING"
+    loop.run_until_complete(h.redis.zrem("dlq:index", job_id))
+
+
+def test_unavailable_kernel_retries_without_dlq_and_fail_open_dispatches(harness):
+    loop, h = harness
+    h.engine._safety = PolicyStandIn()
+    with pytest.raises(RetryAfter, match="safety unavailable"):
+        loop.run_until_complete(h.engine.handle_request(request_on(h, "sys.unavailable")))
+    assert loop.run_until_complete(h.state()) == "PENDING"
+    assert loop.run_until_complete(h.redis.get(f"dlq:entry:job-{h.unique}")) is None
+    # Fail-open: dispatched, and the job carries the bypass labels.
+    h.engine._fail_open = True
+    h.engine._strategy = LeastLoadedStrategy(PoolsConfig(topics={"sys.unavailable": ["default"]}))
+    loop.run_until_complete(h.add_worker())
+    outcome = loop.run_until_complete(h.engine.handle_request(request_on(h, "sys.unavailable")))
+    assert outcome.action == "dispatched"
+
+
+def test_require_approval_parks_the_job_without_dlq(harness):
+    loop, h = harness
+    h.engine._safety = PolicyStandIn()
+    outcome = loop.run_until_complete(h.engine.handle_request(request_on(h, "sys.approval.gate")))
+    assert outcome.state == "APPROVAL_REQUIRED"
+    assert loop.run_until_complete(h.state()) == "APPROVAL_REQUIRED"
+    assert loop.run_until_complete(h.redis.get(f"dlq:entry:job-{h.unique}")) is None
+
+
+@pytest.mark.parametrize(("attempts", "expected"), [(50, "FAILED"), (49, "PENDING")])
+def test_retry_cap(harness, attempts, expected):
+    loop, h = harness
+    job_id = f"job-{h.unique}"
+
+    async def scenario():
+        await h.engine.handle_request(h.request())  # no worker: stays PENDING
+        await h.redis.hset(f"job:meta:{job_id}", "attempts", attempts)
+        return await collect(protocol.SUBJECT_DLQ, h.engine.handle_request(h.request()))
+
+    outcome, seen = loop.run_until_complete(scenario())
+    assert loop.run_until_complete(h.state()) == expected
+    packets = dlq_packets_for(seen, job_id)
+    if expected == "FAILED":
+        assert len(packets) == 1
+        assert packets[0].job_result.error_code == "max_scheduling_retries"
+        loop.run_until_complete(h.redis.zrem("dlq:index", job_id))
+    else:
+        assert packets == [] and outcome.action == "waiting"
+        meta = loop.run_until_complete(h.store.get(job_id))
+        assert meta["attempts"] == "50"
+
+
+def test_publish_failure_rolls_back_and_counts_attempts(harness):
+    loop, h = harness
+    h.engine._publisher = FailingPublisher(h.publisher)
+    loop.run_until_complete(h.add_worker())
+    for _ in range(2):
+        with pytest.raises(RetryAfter, match="dispatch to"):
+            loop.run_until_complete(h.engine.handle_request(h.request()))
+    meta = loop.run_until_complete(h.store.get(f"job-{h.unique}"))
+    assert meta["state"] == "SCHEDULED" and meta["attempts"] == "4"
+
+
+def test_state_read_error_does_not_dispatch(harness):
+    loop, h = harness
+
+    class BrokenReads:
+        def __init__(self, store):
+            self.store = store
+
+        async def get(self, job_id):
+            from cordum.store.errors import StoreError
+
+            raise StoreError("redis: read timed out")
+
+        def __getattr__(self, name):
+            return getattr(self.store, name)
+
+    loop.run_until_complete(h.add_worker())
+    real = h.engine._store
+    h.engine._store = BrokenReads(real)
+    with pytest.raises(RetryAfter):
+        loop.run_until_complete(h.engine.handle_request(h.request()))
+    h.engine._store = real
+    assert loop.run_until_complete(h.state()) == ""
+
+
+def test_same_request_twice_and_two_handlers_racing_dispatch_once(harness):
+    loop, h = harness
+
+    async def scenario():
+        await h.add_worker()
+        nc = await nats.connect(NATS_URL)
+        sub = await nc.subscribe(protocol.direct_subject(h.worker_id))
+        outcomes = await asyncio.gather(h.engine.handle_request(h.request()),
+                                        h.engine.handle_request(h.request()))
+        again = await h.engine.handle_request(h.request())
+        got = 0
+        try:
+            while True:
+                await sub.next_msg(timeout=0.5)
+                got += 1
+        except Exception:
+            pass
+        await nc.close()
+        return outcomes, again, got
+
+    outcomes, again, got = loop.run_until_complete(scenario())
+    assert sorted(o.action for o in outcomes) in (["dispatched", "noop"],)
+    assert again.action == "noop" and got == 1
+
+
+def test_same_failed_result_twice_gives_one_transition_and_one_dlq_entry(harness):
+    loop, h = harness
+    job_id = f"job-{h.unique}"
+
+    async def scenario():
+        await h.add_worker()
+        await h.engine.handle_request(h.request())
+        bad = h.result(protocol.JobStatus.JOB_STATUS_FAILED)
+        first = await h.engine.handle_result(bad)
+        second = await h.engine.handle_result(bad)
+        return first, second
+
+    (first, second), seen = loop.run_until_complete(
+        collect(protocol.SUBJECT_DLQ, scenario()))
+    assert (first.action, first.state, second.action) == ("recorded", "FAILED", "ignored")
+    assert len(dlq_packets_for(seen, job_id)) == 1
+    events = loop.run_until_complete(h.redis.lrange(f"job:events:{job_id}", 0, -1))
+    assert [json.loads(e)["state"] for e in events].count("FAILED") == 1
+    loop.run_until_complete(h.redis.zrem("dlq:index", job_id))
+
+
+def test_retryable_result_has_no_dlq(harness):
+    loop, h = harness
+    job_id = f"job-{h.unique}"
+
+    async def scenario():
+        await h.add_worker()
+        await h.engine.handle_request(h.request())
+        return await h.engine.handle_result(
+            h.result(protocol.JobStatus.JOB_STATUS_FAILED_RETRYABLE))
+
+    outcome, seen = loop.run_until_complete(collect(protocol.SUBJECT_DLQ, scenario()))
+    assert outcome.state == "RETRYING" and dlq_packets_for(seen, job_id) == []
+    assert loop.run_until_complete(h.redis.get(f"dlq:entry:{job_id}")) is None
+
+
+def test_cancel_from_the_bus_cancels_an_open_job_once(harness):
+    loop, h = harness
+
+    async def scenario():
+        await h.add_worker()
+        await h.engine.handle_request(h.request())
+        cancel = protocol.packet(trace_id="t", sender_id="api-gateway",
+                                 job_cancel=protocol.JobCancel(job_id=f"job-{h.unique}",
+                                                               reason="by test"))
+        first = await h.engine.handle_result(cancel.SerializeToString())
+        late = await h.engine.handle_result(h.result())
+        return first, late
+
+    first, late = loop.run_until_complete(scenario())
+    assert first.state == "CANCELLED" and late.action == "ignored"
+    assert loop.run_until_complete(h.state()) == "CANCELLED"

@@ -8,21 +8,22 @@ queue's redrive move it to the DLQ).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
 from cordum.safety.client import Decision
 from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
-from cordum.scheduler.registry import pick_worker
 from cordum.store.errors import InvalidTransition, StoreError
-from cordum.store.jobs import NO_STATE, JobState
+from cordum.store.jobs import NO_STATE, TERMINAL_STATES, JobState
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
     from cordum.bus.publisher import NatsPublisher
-    from cordum.config import PoolsConfig
-    from cordum.safety.client import SafetyClient
+    from cordum.safety.client import SafetyClient, SafetyVerdict
     from cordum.scheduler.registry import SnapshotRegistry
     from cordum.store.jobs import JobStore
 
@@ -31,8 +32,14 @@ log = logging.getLogger(__name__)
 RETRY_STORE_S = 1.0
 RETRY_PUBLISH_S = 2.0
 RETRY_SAFETY_S = 5.0
+MAX_SCHEDULING_RETRIES = 50
+"""A job that has entered SCHEDULED this many times fails (DLQ max_scheduling_retries)."""
+MAX_DISPATCH_PICKS = 3
+"""Re-picks when the chosen worker turns out stale."""
+DLQ_PUBLISH_RETRY_S = 0.5
 
-DISPATCHABLE_FROM = (NO_STATE, JobState.PENDING, JobState.SCHEDULED, JobState.RETRYING)
+DISPATCHABLE_FROM = (NO_STATE, JobState.PENDING, JobState.SCHEDULED, JobState.RETRYING,
+                     JobState.APPROVAL_REQUIRED)
 """A request in any other state was dispatched already or is over: redelivery is a no-op."""
 
 OPEN_STATES = (
@@ -53,6 +60,21 @@ RESULT_STATES = {
     protocol.JobStatus.JOB_STATUS_DENIED: JobState.DENIED,
     protocol.JobStatus.JOB_STATUS_CANCELLED: JobState.CANCELLED,
 }
+
+ERROR_CODES = {
+    "approval_rejected": 300,
+    "policy_denied": 300,
+    "safety_denied": 300,
+    "policy_violation": 301,
+    "max_scheduling_retries": 201,
+    "timeout": 200,
+    "permission_denied": 202,
+}
+"""Reason codes -> CAP ErrorCode numbers (SAFETY_DENIED, JOB_RESOURCE_EXHAUSTED, ...)."""
+
+
+def error_code_enum(code: str) -> int:
+    return ERROR_CODES.get(code, 0)
 
 
 def tenant_of(req: protocol.JobRequest) -> str:
@@ -86,15 +108,27 @@ class Engine:
         *,
         store: JobStore,
         registry: SnapshotRegistry,
+        strategy: Any,
         safety: SafetyClient,
         publisher: NatsPublisher,
-        pools: PoolsConfig,
+        locks: Any = None,
+        backoff: Any = None,
+        input_fail_open: bool = False,
     ) -> None:
         self._store = store
         self._registry = registry
+        self._strategy = strategy
         self._safety = safety
         self._publisher = publisher
-        self._pools = pools
+        self._locks = locks
+        self._backoff = backoff
+        self._fail_open = input_fail_open
+
+    @property
+    def store(self) -> JobStore:
+        return self._store
+
+    # ------------------------------------------------------------ requests
 
     async def handle_request(self, data: bytes) -> Outcome:
         msg = decode(data, "job_request")
@@ -105,54 +139,181 @@ class Engine:
             # Cordum drops and acks what can never be valid; the log says why.
             log.warning("dropping job request %r: %s", req.job_id, exc)
             return Outcome(req.job_id, "dropped", detail=str(exc))
-        return await self._dispatch(req, msg.trace_id)
+        env_tenant = req.env.get("tenant_id", "")
+        if req.tenant_id and env_tenant and env_tenant != req.tenant_id:
+            log.warning("dropping job request %s: tenant_id %r != env tenant_id %r",
+                        req.job_id, req.tenant_id, env_tenant)
+            return Outcome(req.job_id, "dropped", detail="tenant mismatch")
+        return await self.handle_job_request(req, msg.trace_id)
 
-    async def _dispatch(self, req: protocol.JobRequest, trace_id: str) -> Outcome:
+    async def handle_job_request(self, req: protocol.JobRequest, trace_id: str) -> Outcome:
+        """Decide and dispatch one job under its job lock (also used by the replayer)."""
+        req.job_id, req.topic = req.job_id.strip(), req.topic.strip()
+        if self._locks is None:
+            return await self._process(req, trace_id)
+        async with self._locks.job_lock(req.job_id):
+            return await self._process(req, trace_id)
+
+    async def _process(self, req: protocol.JobRequest, trace_id: str) -> Outcome:
         job_id, tenant = req.job_id, tenant_of(req)
+        try:
+            meta = await self._store.get(job_id)
+        except StoreError as exc:
+            # Fail closed: without the state a redelivery could dispatch twice.
+            raise RetryAfter(str(exc), RETRY_STORE_S) from exc
+        state = meta.get("state", "")
+        if state in (JobState.DISPATCHED, JobState.RUNNING):
+            return Outcome(job_id, "noop", state, "already dispatched")
+        if state in TERMINAL_STATES:
+            if state in (JobState.DENIED, JobState.FAILED):
+                await self._publish_dlq(job_id, state, meta.get("failure_reason", ""),
+                                        "redelivery_dlq_retry")
+            return Outcome(job_id, "noop", state, "terminal")
         base = {"topic": req.topic, "tenant": tenant, "trace_id": trace_id}
+        attempts = int(meta.get("attempts") or 0)
+        if not state:
+            # Came straight from the bus, not through the gateway: it starts PENDING.
+            await self._transition(job_id, [JobState.PENDING], (NO_STATE,), base)
+        elif state == JobState.SCHEDULED:
+            # A replayed SCHEDULED job counts as another scheduling attempt.
+            await self._bump_attempts(job_id)
+            attempts += 1
+        if attempts >= MAX_SCHEDULING_RETRIES:
+            reason = f"max scheduling retries exceeded (attempts={attempts})"
+            return await self._fail(job_id, JobState.FAILED, reason, "max_scheduling_retries",
+                                    req.topic, base)
 
-        verdict = await self._safety.check(req, tenant)
+        verdict = await self._check_safety(req, tenant)
         safety = {
             "safety_decision": verdict.decision.value,
             "safety_reason": verdict.reason,
             "safety_rule_id": verdict.rule_id,
             "safety_snapshot": verdict.policy_snapshot,
         }
-        if verdict.decision in (Decision.UNAVAILABLE, Decision.THROTTLE):
-            raise RetryAfter(f"safety {verdict.decision.value.lower()}: {verdict.reason}",
-                             RETRY_SAFETY_S)
-        if verdict.decision in (Decision.DENY, Decision.REQUIRE_APPROVAL):
-            target = JobState.DENIED if verdict.decision is Decision.DENY else \
-                JobState.APPROVAL_REQUIRED
-            fields = {**base, **safety}
-            if target is JobState.DENIED:
-                fields["failure_reason"] = verdict.reason
-            result = await self._transition(job_id, [target], DISPATCHABLE_FROM, fields)
-            return Outcome(job_id, "gated" if result else "noop", target.value, verdict.reason)
+        fields = {**base, **safety}
+        if verdict.decision is Decision.THROTTLE:
+            raise RetryAfter(f"safety throttle: {verdict.reason}", RETRY_SAFETY_S)
+        if verdict.decision is Decision.REQUIRE_APPROVAL:
+            await self._transition(job_id, [JobState.APPROVAL_REQUIRED], DISPATCHABLE_FROM, fields)
+            return Outcome(job_id, "gated", JobState.APPROVAL_REQUIRED.value, verdict.reason)
+        if verdict.decision not in (Decision.ALLOW, Decision.ALLOW_WITH_CONSTRAINTS):
+            code = "safety_denied" if verdict.decision is Decision.DENY else "safety_unknown"
+            return await self._fail(job_id, JobState.DENIED, verdict.reason or "denied by policy",
+                                    code, req.topic, fields)
 
-        workers = await self._registry.workers()
-        worker = pick_worker(workers, self._pools.pools_for(req.topic))
-        if worker is None:
-            raise NoWorkers(req.topic)
+        # A job that waits for workers stays PENDING and is picked up again by the
+        # queue's retry or by the replayer.
+        try:
+            subject = await self._pick(req, attempts)
+        except RetryAfter as exc:
+            # No worker, or all overloaded: acknowledged, the job stays PENDING and
+            # the replayer (or a worker coming online) drives it again.
+            return Outcome(job_id, "waiting", state or JobState.PENDING.value, exc.reason)
+        except Exception as exc:  # routing can never succeed as configured
+            code = getattr(exc, "reason_code", "dispatch_failed")
+            return await self._fail(job_id, JobState.FAILED, str(exc), code, req.topic, fields)
+        worker_id = protocol.worker_of_subject(subject)
 
         # DISPATCHED is recorded before the publish, so a crash after it leaves a
         # job the reconciler can see; a failed publish rolls back to SCHEDULED.
-        fields = {**base, **safety, "worker_id": worker.worker_id}
         applied = await self._transition(
-            job_id, [JobState.SCHEDULED, JobState.DISPATCHED], DISPATCHABLE_FROM, fields
+            job_id, [JobState.SCHEDULED, JobState.DISPATCHED], DISPATCHABLE_FROM,
+            {**fields, "worker_id": worker_id},
         )
         if not applied:
             return Outcome(job_id, "noop", detail="already dispatched or finished")
-        packet = protocol.packet(trace_id=trace_id, sender_id=protocol.SENDER_SCHEDULER,
-                                 job_request=req)
-        subject = protocol.direct_subject(worker.worker_id)
+        packet = protocol.packet(trace_id=trace_id or job_id,
+                                 sender_id=protocol.SENDER_SCHEDULER, job_request=req)
         try:
             await self._publisher.publish(subject, packet)
         except Exception as exc:
             await self._transition(job_id, [JobState.SCHEDULED], (JobState.DISPATCHED,), {})
-            raise RetryAfter(f"dispatch to {subject} failed: {exc}", RETRY_PUBLISH_S) from exc
+            raise RetryAfter(f"dispatch to {subject} failed: {exc}",
+                             self._delay(attempts + 1, RETRY_PUBLISH_S)) from exc
+        self._registry.record_dispatch(worker_id)
         await self._transition(job_id, [JobState.RUNNING], (JobState.DISPATCHED,), {})
-        return Outcome(job_id, "dispatched", JobState.RUNNING.value, worker.worker_id)
+        return Outcome(job_id, "dispatched", JobState.RUNNING.value, worker_id)
+
+    async def _check_safety(self, req: protocol.JobRequest, tenant: str) -> SafetyVerdict:
+        verdict = await self._safety.check(req, tenant)
+        if verdict.decision is not Decision.UNAVAILABLE:
+            return verdict
+        if not self._fail_open:
+            raise RetryAfter(f"safety unavailable: {verdict.reason}", RETRY_SAFETY_S)
+        # Fail-open is the operator's explicit choice; the job carries the mark.
+        log.warning("safety unavailable, fail-open: dispatching %s (%s)", req.job_id,
+                    verdict.reason)
+        req.labels["safety_bypassed"] = "true"
+        req.labels["safety_bypass_reason"] = verdict.reason[:256]
+        return type(verdict)(Decision.ALLOW, verdict.reason, "fail-open", verdict.policy_snapshot)
+
+    async def _pick(self, req: protocol.JobRequest, attempts: int) -> str:
+        """The subject to dispatch on; a stale pick is retried on a fresh snapshot."""
+        last: Exception | None = None
+        for _ in range(MAX_DISPATCH_PICKS):
+            workers = await self._registry.workers(refresh=last is not None)
+            try:
+                subject = self._strategy.pick(req, workers)
+            except Exception as exc:
+                last = exc
+                break
+            worker_id = protocol.worker_of_subject(subject)
+            if not worker_id or self._registry.is_alive(worker_id):
+                return subject
+            last = NoWorkers(req.topic)
+            log.info("worker %s went stale; picking again", worker_id)
+        assert last is not None
+        if not isinstance(last, RetryAfter):
+            raise last
+        # Counted, so a job that never finds a worker ends at the retry cap.
+        await self._bump_attempts(req.job_id)
+        raise RetryAfter(last.reason, self._delay(attempts, last.delay_s))
+
+    async def _bump_attempts(self, job_id: str) -> None:
+        try:
+            await self._store.incr_attempts(job_id)
+        except StoreError as exc:
+            log.warning("attempts of %s not counted: %s", job_id, exc)
+
+    def _delay(self, attempts: int, floor: float) -> float:
+        if self._backoff is None:
+            return floor
+        return max(floor, self._backoff.delay(attempts))
+
+    async def _fail(self, job_id: str, state: JobState, reason: str, code: str, topic: str,
+                    fields: Mapping[str, str]) -> Outcome:
+        """Terminal failure: state and DLQ entry in one step, then the sys.job.dlq packet."""
+        applied = await self._transition(
+            job_id, [state], (*DISPATCHABLE_FROM, JobState.DISPATCHED, JobState.RUNNING),
+            {**fields, "failure_reason": reason},
+            dlq={"topic": topic, "status": state.value, "reason": reason, "reason_code": code},
+        )
+        if applied:
+            await self._publish_dlq(job_id, state.value, reason, code)
+        return Outcome(job_id, "failed" if applied else "noop", state.value, code)
+
+    async def _publish_dlq(self, job_id: str, state: str, reason: str, code: str) -> None:
+        status = {JobState.DENIED: protocol.JobStatus.JOB_STATUS_DENIED,
+                  JobState.TIMEOUT: protocol.JobStatus.JOB_STATUS_TIMEOUT,
+                  JobState.CANCELLED: protocol.JobStatus.JOB_STATUS_CANCELLED,
+                  }.get(JobState(state), protocol.JobStatus.JOB_STATUS_FAILED)
+        res = protocol.JobResult(job_id=job_id, status=status, error_code=code,
+                                 error_code_enum=error_code_enum(code), error_message=reason,
+                                 worker_id=protocol.SENDER_SCHEDULER)
+        packet = protocol.packet(trace_id=job_id, sender_id=protocol.SENDER_SCHEDULER,
+                                 job_result=res)
+        for attempt in range(2):
+            try:
+                await self._publisher.publish(protocol.SUBJECT_DLQ, packet)
+                return
+            except Exception as exc:
+                if attempt == 0:
+                    await asyncio.sleep(DLQ_PUBLISH_RETRY_S)
+                else:
+                    # The DLQ entry is in Redis already; only the notification is lost.
+                    log.error("publish %s for %s failed: %s", protocol.SUBJECT_DLQ, job_id, exc)
+
+    # ------------------------------------------------------------ results
 
     async def handle_result(self, data: bytes) -> Outcome:
         """A job result, or a cancel (the result queue carries both)."""
@@ -171,12 +332,19 @@ class Engine:
         fields = {"worker_id": res.worker_id}
         if res.result_ptr:
             fields["result_ptr"] = res.result_ptr
-        if res.error_message or res.error_code:
-            fields["failure_reason"] = res.error_message or res.error_code
-        applied = await self._transition(res.job_id, [state], OPEN_STATES, fields)
+        reason = res.error_message or res.error_code
+        if reason:
+            fields["failure_reason"] = reason
+        dlq = None
+        if state.terminal and state is not JobState.SUCCEEDED:
+            dlq = {"status": protocol.JobStatus.Name(res.status).removeprefix("JOB_STATUS_"),
+                   "reason": res.error_message, "reason_code": res.error_code}
+        applied = await self._transition(res.job_id, [state], OPEN_STATES, fields, dlq=dlq)
         if not applied:
             # Terminal already (a duplicate or a late result) or unknown: ignored.
             return Outcome(res.job_id, "ignored", detail="job is terminal or unknown")
+        if dlq is not None:
+            await self._publish_dlq(res.job_id, state.value, res.error_message, res.error_code)
         return Outcome(res.job_id, "recorded", state.value)
 
     async def _cancel(self, cancel: protocol.JobCancel) -> Outcome:
@@ -184,15 +352,18 @@ class Engine:
             log.warning("dropping cancel without job_id")
             return Outcome("", "dropped", detail="job_id is empty")
         fields = {"failure_reason": cancel.reason or "cancelled"}
+        # A store failure raises RetryAfter: the cancel is redelivered, not dropped.
         applied = await self._transition(cancel.job_id, [JobState.CANCELLED], OPEN_STATES, fields)
         if not applied:
             return Outcome(cancel.job_id, "ignored", detail="job is terminal or unknown")
         return Outcome(cancel.job_id, "cancelled", JobState.CANCELLED.value)
 
-    async def _transition(self, job_id: str, path: list[JobState], only_from, fields) -> bool:
+    async def _transition(self, job_id: str, path: list[JobState], only_from: Iterable[str],
+                          fields: Mapping[str, str],
+                          dlq: Mapping[str, Any] | None = None) -> bool:
         try:
             result = await self._store.transition(job_id, path, only_from=only_from,
-                                                  fields=fields)
+                                                  fields=fields, dlq=dlq)
         except InvalidTransition as exc:
             log.warning("%s", exc)
             return False

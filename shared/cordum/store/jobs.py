@@ -138,6 +138,7 @@ class JobStore:
         self._create = redis.register_script((_LUA / "create_job.lua").read_text())
         self._discard = redis.register_script((_LUA / "discard_job.lua").read_text())
         self._transition = redis.register_script((_LUA / "transition.lua").read_text())
+        self._incr = redis.register_script((_LUA / "incr_attempts.lua").read_text())
 
     @staticmethod
     def _create_keys(job: NewJob) -> list[str]:
@@ -193,6 +194,13 @@ class JobStore:
         if status == "invalid":
             raise InvalidTransition(job_id, previous, states[-1])
         return TransitionResult(applied=status == "ok", previous=previous)
+
+    async def incr_attempts(self, job_id: str) -> int:
+        """Count one more scheduling attempt of an existing job (0 when unknown)."""
+        try:
+            return int(await self._incr(keys=[meta_key(job_id)], args=[META_TTL_S]))
+        except Exception as exc:
+            raise StoreError(f"redis: {exc}") from exc
 
     async def get(self, job_id: str) -> dict[str, str]:
         """job:meta as a dict of text ({} when unknown)."""

@@ -1,0 +1,103 @@
+"""Read-side queries over the job indexes, for the reconciler and the replayer.
+
+Every query reads a bounded slice of a sorted set (``ZRANGEBYSCORE ... LIMIT``),
+so a scan costs O(log N + batch) whatever the number of jobs stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cordum.store.errors import StoreError
+from cordum.store.jobs import DEADLINE_KEY, index_key, meta_key, request_key
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from cordum.protocol import JobRequest
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH = 200
+
+
+class RedisIndexClientProtocol(Protocol):
+    """The part of ``redis.asyncio.Redis`` the index queries use."""
+
+    def zrangebyscore(self, name: str, min: Any, max: Any, start: int | None = ...,
+                      num: int | None = ...) -> Awaitable[Any]: ...
+    def get(self, name: str) -> Awaitable[Any]: ...
+    def hget(self, name: str, key: str) -> Awaitable[Any]: ...
+
+
+def normalize_cutoff_us(cutoff: int | float) -> int:
+    """A cutoff in µs, whatever unit it was given in (Cordum's rule).
+
+    Below 1e12 it is read as seconds, below 1e15 as milliseconds, below 1e18
+    as microseconds, and from there as nanoseconds.
+    """
+    if cutoff < 1e12:
+        return int(cutoff * 1_000_000)
+    if cutoff < 1e15:
+        return int(cutoff * 1_000)
+    if cutoff < 1e18:
+        return int(cutoff)
+    return int(cutoff // 1_000)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    return "" if value is None else str(value)
+
+
+class JobIndexes:
+    """Queries over ``job:index:<state>``, ``job:deadline``, ``job:req:<id>``, ``job:meta:<id>``."""
+
+    def __init__(self, redis: RedisIndexClientProtocol) -> None:
+        self._redis = redis
+
+    async def list_jobs_by_state(self, state: str, cutoff_us: int | float,
+                                 limit: int = DEFAULT_BATCH, *, offset: int = 0) -> list[str]:
+        """Ids of jobs that entered ``state`` at or before ``cutoff_us``, oldest first."""
+        return await self._range(index_key(state), normalize_cutoff_us(cutoff_us), limit, offset)
+
+    async def expired_deadlines(self, now_us: int | float, limit: int = DEFAULT_BATCH, *,
+                                offset: int = 0) -> list[str]:
+        """Ids of jobs whose deadline is at or before ``now_us``, earliest first."""
+        return await self._range(DEADLINE_KEY, normalize_cutoff_us(now_us), limit, offset)
+
+    async def get_request(self, job_id: str) -> JobRequest | None:
+        """The stored JobRequest; None when there is none or it cannot be parsed."""
+        try:
+            raw = await self._redis.get(request_key(job_id))
+        except Exception as exc:
+            raise StoreError(f"read request of {job_id}: {exc}") from exc
+        if raw is None:
+            return None
+        from google.protobuf import json_format
+
+        from cordum import protocol
+
+        try:
+            return json_format.Parse(_text(raw), protocol.JobRequest(),
+                                     ignore_unknown_fields=True)
+        except json_format.ParseError as exc:
+            log.warning("stored request of %s is not a JobRequest: %s", job_id, exc)
+            return None
+
+    async def get_trace_id(self, job_id: str) -> str:
+        """The job's trace id ('' when unknown)."""
+        try:
+            return _text(await self._redis.hget(meta_key(job_id), "trace_id"))
+        except Exception as exc:
+            raise StoreError(f"read trace of {job_id}: {exc}") from exc
+
+    async def _range(self, key: str, max_score: int, limit: int, offset: int) -> list[str]:
+        try:
+            ids = await self._redis.zrangebyscore(key, "-inf", max_score, start=offset,
+                                                  num=limit)
+        except Exception as exc:
+            raise StoreError(f"read {key}: {exc}") from exc
+        return [_text(i) for i in ids]

@@ -1,0 +1,282 @@
+"""Redis locks with Cordum's semantics: per-job leases and TTL-hold tick locks.
+
+Acquire is ``SET key token NX PX ttl``; release and renew are compare-and-act
+scripts (``lua/lock_release.lua``, ``lua/lock_renew.lua``), so a holder whose
+lease ran out can neither delete nor extend the next holder's lock.
+
+Two kinds of lock use them:
+
+- :class:`JobLocks` hands out a :class:`Lease` on ``cordum:scheduler:job:<id>``
+  while one invocation decides about a job. The lease renews itself in the
+  background and is released on exit.
+- :class:`TtlHoldLock` is taken by a periodic tick and never released: its
+  TTL is the window in which no other replica runs the same tick.
+
+Deadlines are ``time.monotonic()`` instants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cordum.scheduler.errors import RetryAfter
+from cordum.store.errors import StoreError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable
+
+log = logging.getLogger(__name__)
+
+_LUA = Path(__file__).parent / "lua"
+
+JOB_LOCK_PREFIX = "cordum:scheduler:job:"
+
+
+def job_lock_key(job_id: str) -> str:
+    return JOB_LOCK_PREFIX + job_id
+
+
+@dataclass(frozen=True, slots=True)
+class LockPolicy:
+    """How a job lock is taken, kept and given up. Defaults are Cordum's."""
+
+    ttl_s: float = 60.0
+    """Time to live of the lock key; what a crashed holder blocks the job for."""
+    renew_every_s: float = 20.0
+    """Interval of the background renewal (a third of the TTL, so two renewals may fail
+    before the key can expire)."""
+    max_renewal_failures: int = 3
+    """Consecutive failed renewals after which the lease is abandoned: by then the last
+    successful renewal has run out and another holder may own the key."""
+    acquire_poll_s: float = 0.025
+    """Pause between two SET NX attempts while the lock is held elsewhere."""
+    acquire_timeout_s: float = 2.0
+    """Longest wait for a busy lock (Cordum's store op timeout); a caller's deadline
+    shortens it."""
+    busy_retry_s: float = 0.5
+    """``RetryAfter`` delay when the lock stayed busy."""
+    error_retry_s: float = 1.0
+    """``RetryAfter`` delay when Redis failed during acquire."""
+    op_timeout_s: float = 2.0
+    """Bound of one Redis call made for the lock (acquire attempt, renewal)."""
+
+    def __post_init__(self) -> None:
+        if self.ttl_s <= 0 or self.renew_every_s <= 0 or self.acquire_poll_s <= 0:
+            raise ValueError("lock ttl, renewal interval and poll interval must be > 0")
+        if self.renew_every_s >= self.ttl_s:
+            raise ValueError("renew_every_s must be shorter than ttl_s")
+        if self.max_renewal_failures < 1:
+            raise ValueError("max_renewal_failures must be >= 1")
+
+
+class RedisLockClientProtocol(Protocol):
+    """The part of ``redis.asyncio.Redis`` the locks use."""
+
+    def register_script(self, script: str) -> Any: ...
+    def set(self, name: str, value: str, *, nx: bool = ..., px: int | None = ...
+            ) -> Awaitable[Any]: ...
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _new_token() -> str:
+    return str(uuid.uuid4())
+
+
+class _LockScripts:
+    """Acquire, renew and release on one Redis client; the scripts are registered once."""
+
+    def __init__(self, redis: RedisLockClientProtocol) -> None:
+        self._redis = redis
+        self._release = redis.register_script((_LUA / "lock_release.lua").read_text())
+        self._renew = redis.register_script((_LUA / "lock_renew.lua").read_text())
+
+    async def try_acquire(self, key: str, token: str, ttl_s: float) -> bool:
+        return bool(await self._redis.set(key, token, nx=True, px=_ms(ttl_s)))
+
+    async def renew(self, key: str, token: str, ttl_s: float) -> bool:
+        return bool(await self._renew(keys=[key], args=[token, _ms(ttl_s)]))
+
+    async def release(self, key: str, token: str) -> bool:
+        return bool(await self._release(keys=[key], args=[token]))
+
+
+class Lease:
+    """A held job lock. Check :attr:`lost` before writing as the job's owner.
+
+    The renewal runs on its own task while the lease is held::
+
+        t=0    SET NX PX 60s               key lives until 60
+        t=20   renew: PEXPIRE 60s          key lives until 80
+        t=40   renew fails (Redis error)   key still lives until 80
+        t=60   renew fails                 key still lives until 80
+        t=80   renew fails: 3rd in a row -> abandoned; the key runs out now,
+               so from here another holder may take it
+
+    An answer "not owned" (the key is gone or holds another token) means another
+    holder may be in already: the lease is lost at once, without waiting for
+    more failures. A lost lease is not released; its key is left to its TTL.
+    """
+
+    def __init__(self, scripts: _LockScripts, key: str, token: str, policy: LockPolicy) -> None:
+        self.key = key
+        self.token = token
+        self.fence = asyncio.Event()
+        """Set when the lease is lost; a holder may await it to stop early."""
+        self.lost_reason = ""
+        self._scripts = scripts
+        self._policy = policy
+        self._renewer: asyncio.Task[None] | None = None
+        self._released = False
+
+    @property
+    def lost(self) -> bool:
+        return self.fence.is_set()
+
+    def _start_renewing(self) -> None:
+        self._renewer = asyncio.get_running_loop().create_task(
+            self._renew_loop(), name=f"renew {self.key}")
+
+    def _lose(self, reason: str) -> None:
+        self.lost_reason = reason
+        self.fence.set()
+        log.error("lock %s abandoned: %s", self.key, reason)
+
+    async def _renew_loop(self) -> None:
+        policy = self._policy
+        failures = 0
+        while True:
+            await asyncio.sleep(policy.renew_every_s)
+            try:
+                owned = await asyncio.wait_for(
+                    self._scripts.renew(self.key, self.token, policy.ttl_s), policy.op_timeout_s)
+            except Exception as exc:  # connection, timeout, script error: maybe still ours
+                failures += 1
+                log.warning("renewing lock %s failed (%d/%d): %s", self.key, failures,
+                            policy.max_renewal_failures, exc)
+                if failures >= policy.max_renewal_failures:
+                    self._lose(f"{failures} renewals failed in a row, last: {exc}")
+                    return
+                continue
+            if not owned:
+                self._lose("lock no longer held (expired or taken over)")
+                return
+            failures = 0
+
+    async def _stop_renewing(self) -> None:
+        task, self._renewer = self._renewer, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def release(self) -> bool:
+        """Stop renewing and delete the key if it is still ours; True when deleted.
+
+        A lost lease is left alone. A failed release is logged, not raised: the
+        holder's work is done either way and the TTL frees the key.
+        """
+        await self._stop_renewing()
+        if self._released or self.lost:
+            return False
+        self._released = True
+        try:
+            deleted = await asyncio.wait_for(
+                self._scripts.release(self.key, self.token), self._policy.op_timeout_s)
+        except Exception as exc:
+            log.warning("releasing lock %s failed (it expires by itself): %s", self.key, exc)
+            return False
+        if not deleted:
+            log.warning("lock %s was no longer held at release", self.key)
+        return deleted
+
+
+class JobLocks:
+    """Per-job locks ``cordum:scheduler:job:<id>`` (Cordum's withJobLock)."""
+
+    def __init__(self, redis: RedisLockClientProtocol, policy: LockPolicy | None = None) -> None:
+        self._scripts = _LockScripts(redis)
+        self.policy = policy or LockPolicy()
+
+    async def acquire(self, job_id: str, *, deadline: float | None = None) -> Lease:
+        """Take the job's lock, waiting while it is busy.
+
+        The wait ends after ``acquire_timeout_s`` or at ``deadline``, whichever
+        comes first (at least one attempt is made); then ``RetryAfter("job lock
+        busy", busy_retry_s)``. A Redis failure raises ``RetryAfter(...,
+        error_retry_s)``.
+        """
+        policy = self.policy
+        key = job_lock_key(job_id)
+        token = _new_token()
+        give_up = time.monotonic() + policy.acquire_timeout_s
+        if deadline is not None:
+            give_up = min(give_up, deadline)
+        while True:
+            try:
+                got = await asyncio.wait_for(
+                    self._scripts.try_acquire(key, token, policy.ttl_s), policy.op_timeout_s)
+            except Exception as exc:
+                # A SET that timed out may still have landed: the key then blocks the
+                # job until its TTL runs out, and the retry finds it busy until then.
+                raise RetryAfter(f"job lock {job_id}: {exc}", policy.error_retry_s) from exc
+            if got:
+                lease = Lease(self._scripts, key, token, policy)
+                lease._start_renewing()
+                return lease
+            if time.monotonic() + policy.acquire_poll_s > give_up:
+                raise RetryAfter("job lock busy", policy.busy_retry_s)
+            await asyncio.sleep(policy.acquire_poll_s)
+
+    @contextlib.asynccontextmanager
+    async def job_lock(self, job_id: str, *, deadline: float | None = None
+                       ) -> AsyncIterator[Lease]:
+        """``async with locks.job_lock(job_id, deadline=d) as lease:`` holds the job's lock
+        for the block, renewing it, and releases it on exit unless it was lost."""
+        lease = await self.acquire(job_id, deadline=deadline)
+        try:
+            yield lease
+        finally:
+            await lease.release()
+
+
+class TtlHoldLock:
+    """A lock taken per tick window and never released.
+
+    Whoever sets the key first runs the periodic work; everybody else skips
+    until the TTL lapses, so one replica ticks per window even when a schedule
+    delivers twice. Renewal is compare-and-PEXPIRE, so a holder can both extend
+    its window and learn whether it still has it.
+    """
+
+    def __init__(self, redis: RedisLockClientProtocol, key: str, ttl_s: float) -> None:
+        if ttl_s <= 0:
+            raise ValueError("ttl_s must be > 0")
+        self._scripts = _LockScripts(redis)
+        self.key = key
+        self.ttl_s = ttl_s
+
+    async def try_acquire(self, ttl_s: float | None = None) -> str | None:
+        """The token when the key was free, None when another holder has it."""
+        token = _new_token()
+        try:
+            got = await self._scripts.try_acquire(self.key, token, ttl_s or self.ttl_s)
+        except Exception as exc:
+            raise StoreError(f"lock {self.key}: {exc}") from exc
+        return token if got else None
+
+    async def renew(self, token: str, ttl_s: float | None = None) -> bool:
+        """Set the key to live ``ttl_s`` from now if it is still ours; False when it is not."""
+        try:
+            return await self._scripts.renew(self.key, token, ttl_s or self.ttl_s)
+        except Exception as exc:
+            raise StoreError(f"lock {self.key}: {exc}") from exc
