@@ -439,3 +439,155 @@ def test_cancel_from_the_bus_cancels_an_open_job_once(harness):
     first, late = loop.run_until_complete(scenario())
     assert first.state == "CANCELLED" and late.action == "ignored"
     assert loop.run_until_complete(h.state()) == "CANCELLED"
+
+
+class ScriptedKernel:
+    """Answers each check with the next scripted verdict (the kernel port only)."""
+
+    def __init__(self, *verdicts) -> None:
+        self.verdicts = list(verdicts)
+        self.calls = 0
+
+    async def check(self, req, tenant):
+        self.calls += 1
+        return self.verdicts[min(self.calls, len(self.verdicts)) - 1]
+
+
+def constraints(**budgets):
+    from cordum.agent.v1 import safety_pb2
+
+    c = safety_pb2.PolicyConstraints(redaction_level="strict")
+    for k, v in budgets.items():
+        setattr(c.budgets, k, v)
+    return c
+
+
+def test_allow_with_constraints_reaches_the_worker_in_env_and_budget(harness):
+    from cordum.safety.client import Decision, SafetyVerdict
+
+    loop, h = harness
+    h.engine._safety = ScriptedKernel(SafetyVerdict(
+        Decision.ALLOW_WITH_CONSTRAINTS, "capped", "r1", "snap",
+        constraints=constraints(max_runtime_ms=5000, max_retries=2)))
+
+    async def scenario():
+        await h.add_worker()
+        nc = await nats.connect(NATS_URL)
+        sub = await nc.subscribe(protocol.direct_subject(h.worker_id))
+        await h.engine.handle_request(h.request())
+        msg = await sub.next_msg(timeout=2)
+        await nc.close()
+        return protocol.decode(msg.data).packet.job_request
+
+    req = loop.run_until_complete(scenario())
+    assert req.budget.deadline_ms == 5000
+    assert req.env["CORDUM_REDACTION_LEVEL"] == "strict" and req.env["CORDUM_MAX_RETRIES"] == "2"
+    assert json.loads(req.env["CORDUM_POLICY_CONSTRAINTS"])["budgets"]["maxRuntimeMs"] == "5000"
+    # The runtime cap became the job's deadline, which the reconciler scans.
+    assert loop.run_until_complete(h.redis.zscore("job:deadline", f"job-{h.unique}")) is not None
+    meta = loop.run_until_complete(h.store.get(f"job-{h.unique}"))
+    assert meta["safety_decision"] == "ALLOW_WITH_CONSTRAINTS" and meta["deadline_unix"]
+
+
+def test_policy_max_retries_fails_the_job(harness):
+    from cordum.safety.client import Decision, SafetyVerdict
+
+    loop, h = harness
+    h.engine._safety = ScriptedKernel(SafetyVerdict(
+        Decision.ALLOW_WITH_CONSTRAINTS, "", "r1", "s", constraints=constraints(max_retries=1)))
+
+    async def scenario():
+        await h.engine.handle_request(h.request())  # no worker yet: PENDING, attempts 1
+        await h.redis.hset(f"job:meta:job-{h.unique}", "attempts", 2)
+        return await h.engine.handle_request(h.request())
+
+    outcome = loop.run_until_complete(scenario())
+    assert (outcome.state, outcome.detail) == ("FAILED", "max_retries_exceeded")
+    loop.run_until_complete(h.redis.zrem("dlq:index", f"job-{h.unique}"))
+
+
+def test_tenant_concurrency_limit_keeps_the_job_pending(harness):
+    from cordum.safety.client import Decision, SafetyVerdict
+
+    loop, h = harness
+    h.engine._safety = ScriptedKernel(SafetyVerdict(
+        Decision.ALLOW_WITH_CONSTRAINTS, "", "r1", "s",
+        constraints=constraints(max_concurrent_jobs=1)))
+    tenant = f"t-{h.unique}"
+
+    async def scenario():
+        await h.add_worker()
+        first = await h.engine.handle_request(request_on(h, "job.default", f"a-{h.unique}"))
+        second = await h.engine.handle_request(request_on(h, "job.default", f"b-{h.unique}"))
+        return first, second
+
+    first, second = loop.run_until_complete(scenario())
+    assert first.action == "dispatched"
+    assert (second.action, second.state) == ("waiting", "PENDING")
+    assert f"tenant {tenant} at its limit" in second.detail
+
+
+def test_approved_job_skips_the_kernel_only_when_bound_to_hash_and_snapshot(harness):
+    from cordum.safety.client import Decision, SafetyVerdict
+
+    loop, h = harness
+    kernel = ScriptedKernel(
+        SafetyVerdict(Decision.REQUIRE_APPROVAL, "needs a human", "r-approve", "snap-A|1"),
+        SafetyVerdict(Decision.REQUIRE_APPROVAL, "needs a human", "r-approve", "snap-A|1"),
+    )
+    h.engine._safety = kernel
+    job_id = f"job-{h.unique}"
+
+    def approved(snapshot, extra_label=None):
+        req = protocol.JobRequest(job_id=job_id, topic="job.default", tenant_id=f"t-{h.unique}")
+        req.labels.update({"approval_granted": "true", "approval_snapshot": snapshot})
+        if extra_label:
+            req.labels["changed"] = extra_label
+        return protocol.packet(trace_id="tr", sender_id="api-gateway-http",
+                               job_request=req).SerializeToString()
+
+    async def scenario():
+        await h.add_worker()
+        gated = await h.engine.handle_request(h.request())
+        stale = await h.engine.handle_request(approved("snap-B|1"))  # another policy: re-check
+        tampered = await h.engine.handle_request(approved("snap-A|2", "x"))  # hash differs
+        ok = await h.engine.handle_request(approved("snap-A|2"))
+        return gated, stale, tampered, ok
+
+    gated, stale, tampered, ok = loop.run_until_complete(scenario())
+    assert gated.state == "APPROVAL_REQUIRED"
+    assert stale.state == "APPROVAL_REQUIRED" and tampered.state == "APPROVAL_REQUIRED"
+    assert kernel.calls == 3  # the approved, bound request did not ask the kernel
+    assert ok.action == "dispatched"
+    meta = loop.run_until_complete(h.store.get(job_id))
+    assert meta["safety_reason"] == "approval granted" and meta["state"] == "RUNNING"
+
+
+def test_require_approval_keeps_the_stored_job_hash(harness):
+    from cordum.safety.client import Decision, SafetyVerdict
+
+    loop, h = harness
+    h.engine._safety = ScriptedKernel(SafetyVerdict(Decision.REQUIRE_APPROVAL, "", "r", "s"))
+    job_id = f"job-{h.unique}"
+
+    async def scenario():
+        await h.engine.handle_request(h.request())
+        await h.redis.hset(f"job:meta:{job_id}", "safety_job_hash", "pristine-gateway-hash-xyz")
+        await h.redis.hset(f"job:meta:{job_id}", "state", "PENDING")
+        await h.engine.handle_request(h.request())
+
+    loop.run_until_complete(scenario())
+    meta = loop.run_until_complete(h.store.get(job_id))
+    assert meta["safety_job_hash"] == "pristine-gateway-hash-xyz"
+
+
+def test_approval_gate_topic_completes_without_a_worker(harness):
+    loop, h = harness
+    h.engine._strategy = LeastLoadedStrategy(PoolsConfig(topics={}))
+    job_id = f"job-{h.unique}"
+    outcome, seen = loop.run_until_complete(collect(
+        protocol.SUBJECT_RESULT,
+        h.engine.handle_request(request_on(h, "job.cordum.approval-gate"))))
+    assert (outcome.action, outcome.state) == ("completed", "SUCCEEDED")
+    results = [p for p in seen if p.job_result.job_id == job_id]
+    assert len(results) == 1 and results[0].job_result.worker_id == "cordum-scheduler"

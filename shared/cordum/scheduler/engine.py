@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
-from cordum.safety.client import Decision
+from cordum.safety.client import Decision, SafetyVerdict
+from cordum.scheduler.constraints import apply_constraints, constraints_json, parse_constraints
 from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
+from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
 from cordum.store.errors import InvalidTransition, StoreError
-from cordum.store.jobs import NO_STATE, TERMINAL_STATES, JobState
+from cordum.store.jobs import NO_STATE, TERMINAL_STATES, JobState, now_us
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from cordum.bus.publisher import NatsPublisher
-    from cordum.safety.client import SafetyClient, SafetyVerdict
+    from cordum.safety.client import SafetyClient
     from cordum.scheduler.registry import SnapshotRegistry
     from cordum.store.jobs import JobStore
 
@@ -183,13 +185,7 @@ class Engine:
             return await self._fail(job_id, JobState.FAILED, reason, "max_scheduling_retries",
                                     req.topic, base)
 
-        verdict = await self._check_safety(req, tenant)
-        safety = {
-            "safety_decision": verdict.decision.value,
-            "safety_reason": verdict.reason,
-            "safety_rule_id": verdict.rule_id,
-            "safety_snapshot": verdict.policy_snapshot,
-        }
+        verdict, safety = await self._decide(req, tenant, meta)
         fields = {**base, **safety}
         if verdict.decision is Decision.THROTTLE:
             raise RetryAfter(f"safety throttle: {verdict.reason}", RETRY_SAFETY_S)
@@ -200,6 +196,26 @@ class Engine:
             code = "safety_denied" if verdict.decision is Decision.DENY else "safety_unknown"
             return await self._fail(job_id, JobState.DENIED, verdict.reason or "denied by policy",
                                     code, req.topic, fields)
+        if req.topic in APPROVAL_GATE_TOPICS:
+            return await self._complete_gate(req, trace_id, fields)
+
+        budgets = verdict.constraints.budgets if verdict.constraints is not None else None
+        if budgets is not None:
+            apply_constraints(req, verdict.constraints)
+            if budgets.max_retries > 0 and attempts >= budgets.max_retries + 1:
+                reason = f"max retries exceeded (attempts={attempts}, max_retries=" \
+                         f"{budgets.max_retries})"
+                return await self._fail(job_id, JobState.FAILED, reason, "max_retries_exceeded",
+                                        req.topic, fields)
+            if budgets.max_concurrent_jobs > 0:
+                active = await self._active_others(tenant, job_id)
+                if active >= budgets.max_concurrent_jobs:
+                    # Acknowledged: the job stays PENDING until the tenant has room.
+                    return Outcome(job_id, "waiting", state or JobState.PENDING.value,
+                                   f"tenant {tenant} at its limit of "
+                                   f"{budgets.max_concurrent_jobs} active jobs")
+        if req.budget.deadline_ms > 0 and not meta.get("deadline_unix"):
+            fields["deadline_unix"] = str(now_us() + req.budget.deadline_ms * 1000)
 
         # A job that waits for workers stays PENDING and is picked up again by the
         # queue's retry or by the replayer.
@@ -234,6 +250,73 @@ class Engine:
         await self._transition(job_id, [JobState.RUNNING], (JobState.DISPATCHED,), {})
         return Outcome(job_id, "dispatched", JobState.RUNNING.value, worker_id)
 
+    async def _decide(self, req: protocol.JobRequest, tenant: str,
+                      meta: Mapping[str, str]) -> tuple[SafetyVerdict, dict[str, str]]:
+        """The safety verdict for ``req`` and the job meta fields that record it.
+
+        An approved job skips the kernel only when the approval is bound to this
+        exact request (job hash) and, outside the approval-gate topics, to the
+        policy snapshot it was approved under.
+        """
+        current_hash = job_hash(req)
+        stored_hash = meta.get("safety_job_hash", "")
+        if (
+            req.labels.get("approval_granted") == "true"
+            and (meta.get("safety_decision") == Decision.REQUIRE_APPROVAL
+                 or meta.get("safety_approval_required") == "true")
+            and stored_hash == current_hash
+            and (req.topic in APPROVAL_GATE_TOPICS
+                 or snapshot_base(req.labels.get("approval_snapshot", ""))
+                 == snapshot_base(meta.get("safety_snapshot", "")))
+        ):
+            verdict = SafetyVerdict(
+                Decision.ALLOW, "approval granted", meta.get("safety_rule_id", ""),
+                meta.get("safety_snapshot", ""),
+                constraints=parse_constraints(meta.get("safety_constraints", "")),
+            )
+            return verdict, {"safety_decision": Decision.ALLOW.value,
+                             "safety_reason": verdict.reason, "safety_job_hash": stored_hash}
+        verdict = await self._check_safety(req, tenant)
+        if verdict.approval_required and verdict.decision in (Decision.ALLOW,
+                                                              Decision.ALLOW_WITH_CONSTRAINTS):
+            verdict = replace(verdict, decision=Decision.REQUIRE_APPROVAL)
+        keep_hash = verdict.decision is Decision.REQUIRE_APPROVAL and stored_hash
+        fields = {
+            "safety_decision": verdict.decision.value,
+            "safety_reason": verdict.reason,
+            "safety_rule_id": verdict.rule_id,
+            "safety_snapshot": verdict.policy_snapshot,
+            "safety_job_hash": stored_hash if keep_hash else current_hash,
+            "safety_checked_at": str(now_us()),
+        }
+        if verdict.approval_required or verdict.decision is Decision.REQUIRE_APPROVAL:
+            fields["safety_approval_required"] = "true"
+            fields["safety_approval_ref"] = verdict.approval_ref
+        if verdict.constraints is not None:
+            fields["safety_constraints"] = constraints_json(verdict.constraints)
+        return verdict, fields
+
+    async def _complete_gate(self, req: protocol.JobRequest, trace_id: str,
+                             fields: Mapping[str, str]) -> Outcome:
+        """An allowed approval-gate job is done: no worker runs it."""
+        applied = await self._transition(req.job_id, [JobState.SUCCEEDED], DISPATCHABLE_FROM,
+                                         {**fields, "worker_id": protocol.SENDER_SCHEDULER})
+        if applied:
+            res = protocol.JobResult(job_id=req.job_id,
+                                     status=protocol.JobStatus.JOB_STATUS_SUCCEEDED,
+                                     worker_id=protocol.SENDER_SCHEDULER)
+            await self._publisher.publish(protocol.SUBJECT_RESULT, protocol.packet(
+                trace_id=trace_id or req.job_id, sender_id=protocol.SENDER_SCHEDULER,
+                job_result=res))
+        return Outcome(req.job_id, "completed" if applied else "noop", JobState.SUCCEEDED.value,
+                       "approval gate")
+
+    async def _active_others(self, tenant: str, job_id: str) -> int:
+        try:
+            return await self._store.count_active(tenant, exclude=job_id)
+        except StoreError as exc:
+            raise RetryAfter(str(exc), RETRY_STORE_S) from exc
+
     async def _check_safety(self, req: protocol.JobRequest, tenant: str) -> SafetyVerdict:
         verdict = await self._safety.check(req, tenant)
         if verdict.decision is not Decision.UNAVAILABLE:
@@ -245,7 +328,7 @@ class Engine:
                     verdict.reason)
         req.labels["safety_bypassed"] = "true"
         req.labels["safety_bypass_reason"] = verdict.reason[:256]
-        return type(verdict)(Decision.ALLOW, verdict.reason, "fail-open", verdict.policy_snapshot)
+        return replace(verdict, decision=Decision.ALLOW, rule_id="fail-open")
 
     async def _pick(self, req: protocol.JobRequest, attempts: int) -> str:
         """The subject to dispatch on; a stale pick is retried on a fresh snapshot."""

@@ -202,6 +202,17 @@ class JobStore:
         except Exception as exc:
             raise StoreError(f"redis: {exc}") from exc
 
+    async def count_active(self, tenant: str, *, exclude: str = "") -> int:
+        """Non-terminal jobs of ``tenant`` (the first PENDING included), less ``exclude``."""
+        try:
+            pipe = self._redis.pipeline(transaction=False)  # type: ignore[attr-defined]
+            pipe.scard(tenant_active_key(tenant))
+            pipe.sismember(tenant_active_key(tenant), exclude)
+            total, member = await pipe.execute()
+        except Exception as exc:
+            raise StoreError(f"redis: {exc}") from exc
+        return int(total) - (1 if member else 0)
+
     async def get(self, job_id: str) -> dict[str, str]:
         """job:meta as a dict of text ({} when unknown)."""
         try:

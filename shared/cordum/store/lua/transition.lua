@@ -95,6 +95,10 @@ end
 if terminal[cur] then
   redis.call('ZREM', KEYS[4], id)
   redis.call('HDEL', KEYS[1], 'deadline_unix')
+else
+  -- A deadline set with this transition (or earlier) is what the reconciler scans.
+  local deadline = redis.call('HGET', KEYS[1], 'deadline_unix')
+  if deadline then redis.call('ZADD', KEYS[4], deadline, id) end
 end
 if ARGV[6] ~= '' then
   -- Appended as text: cjson prints large numbers with 14 digits, which would
