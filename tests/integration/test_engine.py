@@ -591,3 +591,76 @@ def test_approval_gate_topic_completes_without_a_worker(harness):
     assert (outcome.action, outcome.state) == ("completed", "SUCCEEDED")
     results = [p for p in seen if p.job_result.job_id == job_id]
     assert len(results) == 1 and results[0].job_result.worker_id == "cordum-scheduler"
+
+
+def test_a_lock_that_expires_mid_operation_lets_the_replayer_finish_the_job(harness):
+    """Handler A takes the job lock, then stalls inside the safety check (a frozen
+    container, say) past the lock's TTL. Nothing is killed. The replayer's run
+    gets the lock once it has expired and dispatches the job; when A wakes up, the
+    transition script sees the job has moved on and A dispatches nothing."""
+    from cordum.safety.client import Decision, SafetyVerdict
+    from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
+    from cordum.store.indexes import JobIndexes
+    from cordum.store.locks import LockPolicy
+
+    loop, h = harness
+    job_id = f"job-{h.unique}"
+    woken = asyncio.Event()
+
+    class StallingKernel:
+        async def check(self, req, tenant):
+            await woken.wait()
+            return SafetyVerdict(Decision.ALLOW, "late", "r", "s")
+
+    class FrozenRenewals:
+        """A's Redis as seen from a frozen container: lock renewals do not go out."""
+
+        def __init__(self, redis):
+            self._redis = redis
+
+        def register_script(self, text):
+            script = self._redis.register_script(text)
+            if "PEXPIRE" not in text.upper():
+                return script
+
+            async def frozen(**kwargs):
+                await woken.wait()
+                return await script(**kwargs)
+
+            return frozen
+
+        def __getattr__(self, name):
+            return getattr(self._redis, name)
+
+    short = LockPolicy(ttl_s=0.3, renew_every_s=0.1)
+    stalled = Engine(store=h.store, registry=h.engine._registry, strategy=h.engine._strategy,
+                     safety=StallingKernel(), publisher=h.publisher,
+                     locks=JobLocks(FrozenRenewals(h.redis), short))
+    replayer = PendingReplayer(h.engine, JobIndexes(h.redis),
+                               ReplayerPolicy(pending_age_s=0.0))
+
+    async def scenario():
+        await h.engine.handle_request(h.request())  # no worker yet: PENDING, request stored
+        await h.add_worker()
+        nc = await nats.connect(NATS_URL)
+        sub = await nc.subscribe(protocol.direct_subject(h.worker_id))
+        a = asyncio.ensure_future(stalled.handle_request(h.request()))
+        await asyncio.sleep(0.1)
+        assert await h.redis.exists(f"cordum:scheduler:job:{job_id}")  # A holds the lock
+        report = await replayer.tick()
+        woken.set()
+        a_outcome = await a
+        got = 0
+        try:
+            while True:
+                await sub.next_msg(timeout=0.5)
+                got += 1
+        except Exception:
+            pass
+        await nc.close()
+        return report, a_outcome, got
+
+    report, a_outcome, got = loop.run_until_complete(scenario())
+    assert sum(report.replayed.values()) >= 1
+    assert loop.run_until_complete(h.state()) == "RUNNING"
+    assert a_outcome.action == "noop" and got == 1

@@ -174,7 +174,9 @@ class Engine:
         base = {"topic": req.topic, "tenant": tenant, "trace_id": trace_id}
         attempts = int(meta.get("attempts") or 0)
         if not state:
-            # Came straight from the bus, not through the gateway: it starts PENDING.
+            # Came straight from the bus, not through the gateway: it starts PENDING,
+            # with its request stored for the replayer.
+            await self._save_request(req)
             await self._transition(job_id, [JobState.PENDING], (NO_STATE,), base)
         elif state == JobState.SCHEDULED:
             # A replayed SCHEDULED job counts as another scheduling attempt.
@@ -351,6 +353,14 @@ class Engine:
         # Counted, so a job that never finds a worker ends at the retry cap.
         await self._bump_attempts(req.job_id)
         raise RetryAfter(last.reason, self._delay(attempts, last.delay_s))
+
+    async def _save_request(self, req: protocol.JobRequest) -> None:
+        from google.protobuf import json_format
+
+        try:
+            await self._store.put_request(req.job_id, json_format.MessageToJson(req, indent=None))
+        except StoreError as exc:
+            raise RetryAfter(str(exc), RETRY_STORE_S) from exc
 
     async def _bump_attempts(self, job_id: str) -> None:
         try:

@@ -202,6 +202,14 @@ class JobStore:
         except Exception as exc:
             raise StoreError(f"redis: {exc}") from exc
 
+    async def put_request(self, job_id: str, request: str) -> None:
+        """Store the JobRequest (protojson) the replayer re-drives a job from."""
+        try:
+            await self._redis.set(request_key(job_id), request,  # type: ignore[attr-defined]
+                                  ex=META_TTL_S)
+        except Exception as exc:
+            raise StoreError(f"redis: {exc}") from exc
+
     async def count_active(self, tenant: str, *, exclude: str = "") -> int:
         """Non-terminal jobs of ``tenant`` (the first PENDING included), less ``exclude``."""
         try:
