@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/shared:$(CURDIR)
 export CORDUM_CACHE_DIR := $(CACHE)
 
-.PHONY: setup up down status demo test test-fast e2e layer synth lint bench
+.PHONY: setup up down status demo test test-fast e2e layer synth lint bench bench-roundtrips bench-cpu
 
 ## setup: the project venv (cached by the hash of pyproject.toml), linked as .venv
 setup: $(VENV)/.ok
@@ -57,3 +57,14 @@ synth: setup layer
 lint: setup
 	@$(PY) -m ruff check shared functions localstack layers infra tests
 	@$(PY) -m mypy shared/cordum functions
+
+## bench: benchmarks that print figures (never part of `make test`)
+bench: bench-roundtrips bench-cpu
+
+bench-roundtrips: setup
+	@$(PY) localstack/stack.py services
+	@$(PY) -m tests.bench.bench_roundtrips 20
+
+bench-cpu: setup
+	@$(PY) localstack/stack.py services
+	@$(PY) -m tests.bench.bench_handler_cpu 20
