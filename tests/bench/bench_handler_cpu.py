@@ -37,7 +37,8 @@ def record(data: bytes, i: int) -> dict:
 
 def main(batches: int) -> None:
     addr = f"127.0.0.1:{free_port()}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "shared"), "CORDUM_CONFIG_DIR": str(ROOT / "config")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "shared"),
+           "CORDUM_CONFIG_DIR": str(ROOT / "config")}
     kernel = subprocess.Popen([sys.executable, "-m", "cordum.safety.kernel", "--addr", addr],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.environ.update(SAFETY_KERNEL_ADDR=addr, CORDUM_CONFIG_DIR=str(ROOT / "config"),
