@@ -12,6 +12,7 @@ from typing import Any
 from cordum import runtime
 from cordum.config import settings
 from cordum.logs import setup
+from cordum.metrics import METRICS
 from cordum.scheduler.reconciler import (
     LOCK_KEY,
     Reconciler,
@@ -41,6 +42,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     reconciler, lock, interval_s = _wiring()
     run = runtime.run(
         run_ticks(reconciler.tick, lock, context.get_remaining_time_in_millis, interval_s))
+    for report in run.results:
+        for state, n in report.timed_out.items():
+            METRICS.count("stale_jobs", n, state=state)
+    METRICS.flush()
     return {
         "ticks": run.ticks,
         "failed_ticks": run.failed,

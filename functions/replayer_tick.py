@@ -13,6 +13,7 @@ from typing import Any
 from cordum import runtime
 from cordum.config import settings
 from cordum.logs import setup
+from cordum.metrics import METRICS
 from cordum.scheduler.reconciler import ReconcilerTimeouts
 from cordum.scheduler.replayer import LOCK_KEY, PendingReplayer, ReplayerPolicy
 from cordum.scheduler.service import default_engine
@@ -38,6 +39,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     replayer, lock, interval_s = _wiring()
     run = runtime.run(
         run_ticks(replayer.tick, lock, context.get_remaining_time_in_millis, interval_s))
+    replayed = sum(r.total_replayed for r in run.results)
+    if replayed:
+        METRICS.count("orphan_replayed", replayed)
+    METRICS.flush()
     return {
         "ticks": run.ticks,
         "failed_ticks": run.failed,

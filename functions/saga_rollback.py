@@ -1,17 +1,48 @@
-"""Lambda: saga rollback of a failed workflow (invoked asynchronously by the result function).
+"""Lambda: saga rollback of one failed workflow.
 
-Not implemented in this release: the scheduler work brings saga compensation.
+Invoked asynchronously by the result function with ``{"workflow_id": "..."}``.
+Dispatches the workflow's compensation jobs, newest first, and returns the
+counts. When compensation jobs are left on the stack (a publish failed, or the
+invocation ran out of time) the handler raises, so Lambda's own retry of the
+asynchronous event runs the rollback again and it resumes where it stopped.
 """
 
-import logging
+from __future__ import annotations
 
+import logging
+import time
+from typing import Any
+
+from cordum import runtime
 from cordum.logs import setup
+from cordum.scheduler.saga import CompensationPublishError, default_saga
 
 setup()
 log = logging.getLogger("cordum.saga")
 
+END_MARGIN_S = 3.0
+"""Kept free before the invocation's hard end: the push-back of an entry and the
+lock release (one Redis call each) may run past the rollback's deadline."""
 
-def handler(event, context):
-    log.warning("saga rollback: not implemented in this release; event %s ignored",
-                (event or {}).get("workflow_id", "?"))
-    return {"status": "not_implemented"}
+
+class RollbackIncomplete(RuntimeError):
+    """Compensation jobs are left on the stack; raised so the event is retried."""
+
+
+def handler(event: Any, context: Any) -> dict[str, Any]:
+    workflow_id = event.get("workflow_id") if isinstance(event, dict) else None
+    if not isinstance(workflow_id, str) or not workflow_id.strip():
+        # A retry cannot fix the event: answer instead of raising.
+        log.error("saga rollback: event without workflow_id ignored: %r", event)
+        return {"error": "workflow_id required"}
+    workflow_id = workflow_id.strip()
+    deadline = time.monotonic() + context.get_remaining_time_in_millis() / 1000 - END_MARGIN_S
+    try:
+        report = runtime.run(default_saga().rollback(workflow_id, deadline=deadline))
+    except CompensationPublishError as exc:
+        log.error("%s; counts %s", exc, exc.report.counts())
+        raise
+    counts = report.counts()
+    if not report.complete:
+        raise RollbackIncomplete(f"saga rollback of {workflow_id} stopped: {counts}")
+    return counts

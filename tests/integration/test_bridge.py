@@ -11,9 +11,12 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
 import re
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -21,9 +24,11 @@ import nats
 import pytest
 import redis.asyncio as aioredis
 from moto import mock_aws
+from nats.aio.msg import Msg
 from nats.js.api import RetentionPolicy, StreamConfig
 
 from cordum.bus.bridge import (
+    FORWARD_COUNTERS,
     BatchReport,
     ForwardPolicy,
     HeartbeatIngest,
@@ -36,6 +41,7 @@ from cordum.bus.bridge import (
     WorkerRegistry,
     load_bridge_settings,
 )
+from cordum.bus.guard import BusGuard, DeadLetter, GuardKeys, GuardPolicy
 from cordum.config import ConfigError, load_settings
 from cordum.protocol import Heartbeat, JobRequest, JobResult, JobStatus, packet
 
@@ -86,19 +92,27 @@ class MemorySink:
         return BatchReport(frozenset(m.id for m in messages), {})
 
 
+DOWN_REDIS_URL = "redis://127.0.0.1:1"
+"""Nothing listens there: the guard sees a Redis outage."""
+
+
 class StreamEnv:
-    def __init__(self, nc: Any) -> None:
+    def __init__(self, nc: Any, redis: Any) -> None:
         tag = uuid.uuid4().hex[:8]
         self.nc = nc
         self.js = nc.jetstream()
+        self.redis = redis
         self.stream = f"TEST_BRIDGE_{tag}"
         self.submit = f"test.{tag}.job.submit"
         self.result = f"test.{tag}.job.result"
         self.cancel = f"test.{tag}.job.cancel"
         self.prefix = f"test-{tag}"
+        self.keys = GuardKeys(prefix=f"test:{tag}:")
+        """Every guard key of the test lives under this prefix, away from a live stack."""
         self.start: Any = None
         self.forwarder: Any = None
         self.task: Any = None
+        self._running: list[tuple[JobForwarder, asyncio.Task[None]]] = []
 
     def routes(self, submit: MemorySink, result: MemorySink) -> list[Route]:
         return [
@@ -107,6 +121,35 @@ class StreamEnv:
             Route(f"{self.prefix}-cancel", self.cancel, result, "result"),
         ]
 
+    def guard(self, redis: Any = None, policy: GuardPolicy | None = None) -> BusGuard:
+        return BusGuard(redis or self.redis, keys=self.keys, policy=policy)
+
+    def forwarder_for(
+        self,
+        submit: MemorySink,
+        result: MemorySink | None = None,
+        policy: ForwardPolicy = FAST,
+        guard: BusGuard | None = None,
+    ) -> JobForwarder:
+        """Another replica on the same durable consumers, with its own guard owner."""
+        return JobForwarder(
+            self.js, self.stream, self.routes(submit, result or MemorySink()), policy, guard
+        )
+
+    async def launch(self, forwarder: JobForwarder) -> asyncio.Task[None]:
+        await forwarder.start()
+        task = asyncio.create_task(forwarder.run())
+        self._running.append((forwarder, task))
+        return task
+
+    async def halt(self) -> None:
+        for forwarder, task in self._running:
+            forwarder.stop()
+            if not task.done():
+                await asyncio.wait_for(task, 2.0)
+            await forwarder.close()
+        self._running.clear()
+
     async def stored(self) -> int:
         """Messages still in the work-queue stream (acked ones are removed)."""
         return (await self.js.stream_info(self.stream)).state.messages
@@ -114,13 +157,33 @@ class StreamEnv:
     async def ack_pending(self, durable: str) -> int:
         return (await self.js.consumer_info(self.stream, durable)).num_ack_pending
 
+    async def drop_keys(self) -> None:
+        async for key in self.redis.scan_iter(match=f"{self.keys.prefix}*", count=500):
+            await self.redis.delete(key)
+
 
 @contextlib.asynccontextmanager
 async def forwarding(
-    submit: MemorySink, result: MemorySink | None = None, *, autostart: bool = True
+    submit: MemorySink,
+    result: MemorySink | None = None,
+    *,
+    autostart: bool = True,
+    policy: ForwardPolicy = FAST,
+    redis_url: str | None = None,
+    guard_policy: GuardPolicy | None = None,
 ) -> AsyncIterator[StreamEnv]:
+    """A test stream and one forwarder on it, guarded by Redis under a test prefix.
+
+    ``redis_url`` points that forwarder's guard elsewhere (an unreachable Redis).
+    """
     nc = await nats.connect(SETTINGS.nats_url)
-    env = StreamEnv(nc)
+    redis = aioredis.Redis.from_url(SETTINGS.redis_url)
+    guard_redis = (
+        aioredis.Redis.from_url(redis_url, socket_connect_timeout=0.5, socket_timeout=0.5)
+        if redis_url
+        else redis
+    )
+    env = StreamEnv(nc, redis)
     await env.js.add_stream(
         StreamConfig(
             name=env.stream,
@@ -129,13 +192,10 @@ async def forwarding(
             max_age=300,
         )
     )
-    forwarder = JobForwarder(env.js, env.stream, env.routes(submit, result or MemorySink()), FAST)
-    task: asyncio.Task[None] | None = None
+    forwarder = env.forwarder_for(submit, result, policy, env.guard(guard_redis, guard_policy))
 
     async def start() -> None:
-        nonlocal task
-        await forwarder.start()
-        task = env.task = asyncio.create_task(forwarder.run())
+        env.task = await env.launch(forwarder)
 
     env.start = start
     env.forwarder = forwarder
@@ -144,11 +204,13 @@ async def forwarding(
             await start()
         yield env
     finally:
-        forwarder.stop()
-        if task is not None:
-            await asyncio.wait_for(task, 2.0)
+        await env.halt()
         await env.js.delete_stream(env.stream)
         await nc.close()
+        await env.drop_keys()
+        if guard_redis is not redis:
+            await guard_redis.aclose()
+        await redis.aclose()
 
 
 def job_packet(job_id: str) -> bytes:
@@ -281,6 +343,230 @@ def test_stop_lets_the_forward_in_flight_finish_and_ack() -> None:
             await eventually(lambda: _zero(env.stored()), timeout=1.0)
 
     run(scenario())
+
+
+# --------------------------------------------------------------------------- crash safety
+
+
+def test_message_already_marked_processed_is_acked_and_not_sent() -> None:
+    async def scenario() -> None:
+        submit = MemorySink()
+        async with forwarding(submit, autostart=False) as env:
+            # Given a message whose processed key exists (an earlier replica sent it)
+            await env.js.publish(env.submit, job_packet("job-done"))
+            await env.redis.set(env.keys.processed(env.stream, 1), "1", ex=60)
+
+            # When the forwarder pulls it
+            await env.start()
+
+            # Then it is acked and gone, and the queue never saw it
+            await eventually(lambda: _zero(env.stored()))
+            assert submit.calls == []
+            assert env.forwarder.counters["duplicates_skipped"] == 1
+            assert env.forwarder.counters["forwarded"] == 0
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("crash", ["ack_lost", "replica_died_before_ack"])
+def test_message_the_queue_accepted_is_not_sent_again_when_its_ack_never_arrived(
+    crash: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_ack = Msg.ack
+    dropped: list[int] = []
+
+    async def first_ack_goes_nowhere(msg: Msg) -> None:
+        if not dropped:
+            dropped.append(msg.metadata.sequence.stream)
+            if crash == "ack_lost":
+                raise ConnectionError("connection lost before the ack (test)")
+            return  # the replica is gone before its ack left
+        await real_ack(msg)
+
+    monkeypatch.setattr(Msg, "ack", first_ack_goes_nowhere)
+    policy = replace(FAST, ack_wait_s=1.0)
+
+    async def scenario() -> None:
+        submit = MemorySink()
+        async with forwarding(submit, policy=policy) as env:
+            # Given a message the queue accepted and whose ack never reached JetStream
+            await env.js.publish(env.submit, job_packet("job-once"))
+            await eventually(lambda: _true(dropped))
+            assert len(submit.accepted) == 1
+            assert await env.redis.exists(env.keys.processed(env.stream, 1)) == 1
+            assert await env.redis.exists(env.keys.inflight(env.stream, 1)) == 0
+            first = env.forwarder
+            if crash == "replica_died_before_ack":
+                await env.halt()
+                # A new replica (its own guard owner) takes over the consumer
+                first = env.forwarder_for(submit, policy=policy, guard=env.guard())
+                await env.launch(first)
+
+            # When JetStream redelivers it after ack_wait
+            await eventually(lambda: _zero(env.stored()), timeout=4.0)
+
+            # Then it was acked without a second send
+            assert len(submit.accepted) == 1
+            assert first.counters["duplicates_skipped"] == 1
+            ttl = await env.redis.ttl(env.keys.processed(env.stream, 1))
+            assert 0 < ttl <= 600
+
+    run(scenario(), timeout=8.0)
+
+
+def test_two_forwarders_on_one_consumer_never_send_the_same_message_twice() -> None:
+    # Sends outlast ack_wait, so JetStream hands every message to the other
+    # replica while the first one is still sending it.
+    policy = replace(FAST, ack_wait_s=1.0)
+
+    async def scenario() -> None:
+        submit = MemorySink(delay_s=1.5)
+        async with forwarding(submit, policy=policy) as env:
+            other = env.forwarder_for(submit, policy=policy, guard=env.guard())
+            await env.launch(other)
+            ids = [f"job-pair-{i}" for i in range(6)]
+            for job_id in ids:
+                await env.js.publish(env.submit, job_packet(job_id))
+
+            await eventually(lambda: _zero(env.stored()), timeout=8.0)
+
+            sent = [m.attributes["job_id"] for m in submit.accepted]
+            assert sorted(sent) == sorted(ids)
+            replicas = (env.forwarder, other)
+            assert sum(f.counters["forwarded"] for f in replicas) == len(ids)
+            assert sum(f.counters["inflight_busy"] for f in replicas) >= 1
+
+    run(scenario(), timeout=12.0)
+
+
+@pytest.mark.parametrize("why", ["delivery_limit", "poison", "too_large"])
+def test_message_given_up_is_dead_lettered_then_terminated(why: str) -> None:
+    policy = {
+        "delivery_limit": replace(FAST, max_deliver=3),
+        "poison": replace(FAST, poison_after=2),
+        "too_large": replace(FAST, max_message_bytes=400),
+    }[why]
+    deliveries = 1 if why == "too_large" else 2
+
+    async def scenario() -> None:
+        submit = MemorySink(refuse_calls=1000)
+        async with forwarding(submit, policy=policy) as env:
+            # Given a message the queue will never take
+            data = job_packet("job-poison") + (b"x" * 600 if why == "too_large" else b"")
+            await env.js.publish(env.submit, data, headers={"Nats-Msg-Id": "job-poison"})
+
+            # When the forwarder gives up on it
+            await eventually(lambda: _zero(env.stored()), timeout=4.0)
+
+            # Then the consumer has nothing left of it ...
+            info = await env.js.consumer_info(env.stream, f"{env.prefix}-submit")
+            assert info.num_ack_pending == 0 and info.num_pending == 0
+            assert submit.accepted == []
+            assert len(submit.calls) == (0 if why == "too_large" else deliveries)
+            # ... and its DLQ record holds what is needed to replay it
+            raw = await env.redis.get(env.keys.dead_letter(env.stream, 1))
+            record = json.loads(raw)
+            assert record["subject"] == env.submit
+            assert base64.b64decode(record["payload_b64"]) == data
+            assert record["deliveries"] == deliveries
+            assert record["stream"] == env.stream and record["seq"] == 1
+            assert record["consumer"] == f"{env.prefix}-submit"
+            assert record["headers"] == {"Nats-Msg-Id": "job-poison"}
+            assert ("too large" if why == "too_large" else "InternalError") in record["reason"]
+            assert 0 < await env.redis.ttl(env.keys.dead_letter(env.stream, 1)) <= 30 * 86_400
+            score = await env.redis.zscore(env.keys.dead_letter_index, f"{env.stream}:1")
+            assert score == record["dead_lettered_at_us"]
+            assert abs(score / 1e6 - time.time()) < 30
+            assert env.forwarder.counters["dlq_terminated"] == 1
+
+    run(scenario(), timeout=8.0)
+
+
+def test_dlq_index_keeps_the_newest_entries() -> None:
+    async def scenario() -> None:
+        keys = GuardKeys(prefix=f"test:{uuid.uuid4().hex[:8]}:")
+        redis = aioredis.Redis.from_url(SETTINGS.redis_url)
+        guard = BusGuard(redis, keys=keys, policy=GuardPolicy(dlq_index_max=3))
+        try:
+            for seq in range(1, 6):
+                letter = DeadLetter("S", seq, "subj", b"p", "test", 1)
+                assert await guard.dead_letter([letter]) is True
+            members = await redis.zrange(keys.dead_letter_index, 0, -1)
+            assert members == [b"S:3", b"S:4", b"S:5"]
+        finally:
+            async for key in redis.scan_iter(match=f"{keys.prefix}*"):
+                await redis.delete(key)
+            await redis.aclose()
+
+    run(scenario())
+
+
+def test_without_redis_messages_still_flow_and_none_is_terminated(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="cordum.bus.guard")
+    # No pause between Redis attempts: every step meets the outage.
+    policy = replace(FAST, max_deliver=3, dlq_retry_delay_s=0.2)
+    guard_policy = GuardPolicy(redis_retry_s=0.0, op_timeout_s=0.5)
+
+    async def scenario() -> None:
+        submit, result = MemorySink(), MemorySink(refuse_calls=1000)
+        async with forwarding(
+            submit, result, policy=policy, redis_url=DOWN_REDIS_URL, guard_policy=guard_policy
+        ) as env:
+            # Given Redis down, good requests and a result the queue always refuses
+            ids = [f"job-nr-{i}" for i in range(3)]
+            for job_id in ids:
+                await env.js.publish(env.submit, job_packet(job_id))
+            await env.js.publish(env.result, b"refused for good")
+
+            # Then the requests are forwarded (at least once) and acked
+            await eventually(lambda: _true(len(submit.accepted) >= 3), timeout=4.0)
+            assert {m.attributes["job_id"] for m in submit.accepted} == set(ids)
+            # And the refused one uses up its deliveries without being terminated:
+            # there was no DLQ record to write first
+            await eventually(lambda: _true(len(result.calls) >= 3), timeout=4.0)
+            await asyncio.sleep(0.5)
+            assert await env.stored() == 1
+            assert env.forwarder.counters["dlq_terminated"] == 0
+            assert env.forwarder.counters["redis_degraded"] >= 5
+            assert env.forwarder.guard.degraded
+
+        # One warning for the outage, not one per message
+        warnings = [r for r in caplog.records if r.name == "cordum.bus.guard"]
+        assert len(warnings) == 1 and "redis unavailable" in warnings[0].getMessage()
+
+    run(scenario(), timeout=8.0)
+
+
+def test_forwarder_without_a_guard_never_terminates() -> None:
+    async def scenario() -> None:
+        submit = MemorySink(refuse_calls=1000)
+        policy = replace(FAST, max_deliver=2, dlq_retry_delay_s=0.2)
+        async with forwarding(submit, autostart=False) as env:
+            forwarder = env.forwarder_for(submit, policy=policy, guard=None)
+            await env.launch(forwarder)
+            await env.js.publish(env.submit, job_packet("job-kept"))
+            await eventually(lambda: _true(len(submit.calls) >= 2), timeout=3.0)
+            await asyncio.sleep(0.4)
+            assert await env.stored() == 1
+            assert forwarder.counters["dlq_terminated"] == 0
+
+    run(scenario())
+
+
+def test_forward_policy_gives_up_at_the_delivery_limit_or_the_poison_threshold() -> None:
+    default = ForwardPolicy()
+    assert default.dead_letter_at == 99
+    assert not default.gives_up(98, refused=True)
+    assert default.gives_up(99, refused=False)
+    poison = ForwardPolicy(poison_after=5)
+    assert poison.gives_up(5, refused=True)
+    assert not poison.gives_up(5, refused=False)  # a queue outage is not the message's fault
+    assert ForwardPolicy(dead_letter_after=7).dead_letter_at == 7
+    assert set(FORWARD_COUNTERS) == set(JobForwarder(None, "S", []).counters)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        ForwardPolicy(batch_size=11)
 
 
 async def _true(value: Any) -> bool:

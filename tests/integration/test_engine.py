@@ -665,3 +665,50 @@ def test_a_lock_that_expires_mid_operation_lets_the_replayer_finish_the_job(harn
     assert sum(report.replayed.values()) >= 1
     assert loop.run_until_complete(h.state()) == "RUNNING"
     assert a_outcome.action == "noop" and got == 1
+
+
+def test_fatal_failure_in_a_workflow_publishes_the_recorded_compensation(harness):
+    """Case 21: step 1 of wf succeeds (its compensation is recorded from the stored
+    request), step 2 fails fatally -> the compensation job goes out on sys.job.submit."""
+    from cordum.scheduler.saga import Saga
+    from cordum.scheduler.saga_trigger import InProcessRollbackTrigger
+    from cordum.store.indexes import JobIndexes
+
+    loop, h = harness
+    wf = f"wf-{h.unique}"
+    saga = Saga(h.redis, h.publisher)
+    h.engine._saga = saga
+    h.engine._rollback = InProcessRollbackTrigger(saga)
+    h.engine._requests = JobIndexes(h.redis)
+
+    def step(n, with_compensation):
+        req = protocol.JobRequest(job_id=f"s{n}-{h.unique}", topic="job.default",
+                                  tenant_id=f"t-{h.unique}", workflow_id=wf)
+        if with_compensation:
+            req.compensation.topic = f"job.saga-test.undo-{h.unique}"
+        return req
+
+    def result(n, status):
+        res = protocol.JobResult(job_id=f"s{n}-{h.unique}", status=status, worker_id=h.worker_id)
+        return protocol.packet(trace_id="tr", sender_id=h.worker_id,
+                               job_result=res).SerializeToString()
+
+    async def scenario():
+        await h.add_worker()
+        for n in (1, 2):
+            pkt = protocol.packet(trace_id="tr", sender_id="test",
+                                  job_request=step(n, n == 1)).SerializeToString()
+            assert (await h.engine.handle_request(pkt)).action == "dispatched"
+        await h.engine.handle_result(result(1, protocol.JobStatus.JOB_STATUS_SUCCEEDED))
+        return await h.engine.handle_result(result(2, protocol.JobStatus.JOB_STATUS_FAILED_FATAL))
+
+    outcome, seen = loop.run_until_complete(collect(protocol.SUBJECT_SUBMIT, scenario(), 1.0))
+    assert outcome.state == "FAILED"
+    comps = [p.job_request for p in seen if p.job_request.labels.get("saga_workflow_id") == wf]
+    assert len(comps) == 1
+    comp = comps[0]
+    assert comp.topic == f"job.saga-test.undo-{h.unique}" and comp.job_id.startswith("comp-")
+    assert comp.priority == protocol.JobPriority.JOB_PRIORITY_CRITICAL
+    assert comp.labels["saga_compensation"] == "true"
+    loop.run_until_complete(h.redis.delete(f"saga:{wf}:stack", f"saga:{wf}:recorded"))
+    loop.run_until_complete(h.redis.zrem("dlq:index", f"s2-{h.unique}"))

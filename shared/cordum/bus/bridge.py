@@ -10,6 +10,13 @@ on the other side reports it failed and the queue's redrive policy parks it in
 the DLQ). A JetStream message is acked only once SQS accepted it; refused ones
 are NAKed with a delay and come back.
 
+Crash safety (``cordum.bus.guard``). Before a send each message is claimed in
+Redis: one already forwarded (its ack was lost) is acked without a second send,
+one another replica is sending is NAKed. A message that cannot be forwarded any
+more (too large for SQS, delivery limit, poison threshold) gets a Redis DLQ
+record first and is terminated only once that record is stored; otherwise it is
+NAKed and comes back. Without Redis forwarding goes on, at least once.
+
 Heartbeats. Every replica subscribes ``sys.heartbeat`` (core NATS, no queue
 group), keeps the live workers in memory and, holding the snapshot writer lock,
 writes Cordum's ``sys:workers:snapshot`` every few seconds and as soon as a new
@@ -40,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cordum.bus.guard import BusGuard, ClaimStatus, DeadLetter
 from cordum.config import ConfigError, PoolsConfig
 from cordum.protocol import (
     SUBJECT_CANCEL,
@@ -248,10 +256,38 @@ class ForwardPolicy:
     """SQS limit for one message and for one batch call, body plus attributes."""
     error_pause_s: float = 1.0
     """Pause after a failed pull (NATS reconnecting, consumer gone) before the next one."""
+    dead_letter_after: int = 0
+    """Deliveries after which a message that still could not be forwarded is
+    dead-lettered (DLQ record, then terminated). 0 means ``max_deliver - 1``: the
+    last delivery stays in reserve for a DLQ write that failed and was NAKed."""
+    poison_after: int = 0
+    """Deliveries after which a message the queue refused entry by entry (not a
+    queue outage) is dead-lettered before the delivery limit; 0 turns this off.
+    JetStream's delivery count is the refusal count that survives a restart."""
+    dlq_retry_delay_s: float = 5.0
+    """NAK delay of a message whose DLQ record could not be written (Cordum's 5 s)."""
+    busy_nak_min_s: float = 0.05
+    """Shortest NAK delay of a message another replica is sending."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= 10:
+            raise ValueError("batch_size must be 1..10 (SendMessageBatch limit)")
+        if self.max_deliver < 1 or self.dead_letter_after < 0 or self.poison_after < 0:
+            raise ValueError("max_deliver must be >= 1, dead_letter_after and poison_after >= 0")
 
     def nak_delay(self, delivered: int) -> float:
         shift = min(max(delivered - 1, 0), 10)
         return min(self.nak_delay_s * (1 << shift), self.nak_delay_max_s)
+
+    @property
+    def dead_letter_at(self) -> int:
+        return self.dead_letter_after or max(self.max_deliver - 1, 1)
+
+    def gives_up(self, delivered: int, *, refused: bool) -> bool:
+        """Whether a message that failed on its ``delivered``-th delivery is dead-lettered."""
+        if delivered >= self.dead_letter_at:
+            return True
+        return refused and self.poison_after > 0 and delivered >= self.poison_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,8 +358,47 @@ def _chunks(messages: Sequence[QueueMessage], max_bytes: int) -> list[list[Queue
     return chunks
 
 
+FORWARD_COUNTERS = (
+    "forwarded",
+    "duplicates_skipped",
+    "inflight_busy",
+    "dlq_terminated",
+    "redis_degraded",
+)
+"""``JobForwarder.counters`` keys: messages the queue accepted; messages acked unsent
+because they had been forwarded already; messages NAKed because another replica
+was sending them; messages terminated after their DLQ record was stored; guard
+steps (claim, settle, DLQ write: one Redis round trip each) done without Redis."""
+
+
+@dataclass(slots=True)
+class _Pulled:
+    """One message of a pull, with what the forward path needs of its metadata."""
+
+    msg: nats.aio.msg.Msg
+    qm: QueueMessage
+    seq: int
+    """Stream sequence: the same on every redelivery."""
+    delivered: int
+
+
+@dataclass(slots=True)
+class _Failure:
+    item: _Pulled
+    reason: str
+    refused: bool
+    """The queue refused this entry (as opposed to the whole call failing)."""
+    permanent: bool = False
+    """It can never be forwarded: dead-letter it now."""
+
+
 class JobForwarder:
-    """Moves job packets from JetStream durable consumers to queues, ack after accept."""
+    """Moves job packets from JetStream durable consumers to queues, ack after accept.
+
+    ``guard`` adds the Redis dedup, in-flight claims and DLQ-first termination;
+    without one the forwarder has JetStream's at-least-once alone and never
+    terminates a message (there is nowhere to record it).
+    """
 
     def __init__(
         self,
@@ -331,17 +406,24 @@ class JobForwarder:
         stream: str,
         routes: Sequence[Route],
         policy: ForwardPolicy | None = None,
+        guard: BusGuard | None = None,
     ) -> None:
         self._js = js
         self._stream = stream
         self._routes = list(routes)
         self._policy = policy or ForwardPolicy()
+        self._guard = guard
         self._subs: dict[str, nats.js.JetStreamContext.PullSubscription] = {}
         self._stopping = asyncio.Event()
+        self.counters: dict[str, int] = dict.fromkeys(FORWARD_COUNTERS, 0)
 
     @property
     def stream(self) -> str:
         return self._stream
+
+    @property
+    def guard(self) -> BusGuard | None:
+        return self._guard
 
     async def start(self) -> None:
         """Create (or update) the durable consumers and bind to them; errors surface here."""
@@ -419,81 +501,190 @@ class JobForwarder:
             pass
 
     async def forward(self, route: Route, msgs: Sequence[nats.aio.msg.Msg]) -> None:
-        """Send one pulled batch to the route's queue; ack what it took, NAK the rest."""
-        by_id: dict[str, nats.aio.msg.Msg] = {}
-        sendable: list[QueueMessage] = []
+        """Send one pulled batch to the route's queue; ack what it took, NAK the rest.
+
+        Per message: already forwarded -> ack, not sent; another replica sending
+        it -> NAK; otherwise sent, then marked processed and acked, or NAKed. One
+        that can no longer be forwarded is dead-lettered, then terminated.
+        """
+        pulled: list[_Pulled] = []
+        oversize: list[_Failure] = []
         for index, msg in enumerate(msgs):
             meta = msg.metadata
-            qm = queue_message(
-                index, msg.subject, msg.data, stream=meta.stream, seq=meta.sequence.stream
-            )
-            by_id[qm.id] = msg
+            seq = meta.sequence.stream
+            qm = queue_message(index, msg.subject, msg.data, stream=meta.stream, seq=seq)
+            item = _Pulled(msg, qm, seq, meta.num_delivered or 1)
             if qm.size() > self._policy.max_message_bytes:
-                log.error(
-                    "message too large for the queue, left in the stream: subject=%s "
-                    "bus_msg_id=%s bytes=%d",
-                    msg.subject,
-                    qm.attributes.get(ATTR_BUS_MSG_ID, ""),
-                    qm.size(),
-                )
-                await self._nak(msg, self._policy.nak_delay_max_s)
-                continue
-            sendable.append(qm)
+                reason = f"too large for the queue: {qm.size()} bytes"
+                oversize.append(_Failure(item, reason, refused=True, permanent=True))
+            else:
+                pulled.append(item)
+        # Never sent, so not claimed: two replicas dead-lettering one of these at
+        # once write the same record under the same key, which is harmless.
+        await self._retry_or_dead_letter(route, oversize)
 
-        for chunk in _chunks(sendable, self._policy.max_message_bytes):
+        sendable = await self._claim(pulled)
+        by_id = {item.qm.id: item for item in sendable}
+        for chunk in _chunks([item.qm for item in sendable], self._policy.max_message_bytes):
+            accepted: list[_Pulled] = []
+            failed: list[_Failure] = []
             try:
                 report = await route.sink.send_batch(chunk)
             except Exception as exc:
                 log.error(
-                    "queue %s unavailable, %d message(s) NAKed: %s",
+                    "queue %s unavailable, %d message(s) not sent: %s",
                     route.queue_name or route.durable,
                     len(chunk),
                     exc,
                 )
+                failed = [_Failure(by_id[qm.id], str(exc), refused=False) for qm in chunk]
+            else:
                 for qm in chunk:
-                    await self._refused(by_id[qm.id], qm, str(exc), logged=True)
-                continue
-            for qm in chunk:
-                msg = by_id[qm.id]
-                if qm.id in report.accepted:
-                    await self._ack(msg, route, qm)
-                else:
+                    if qm.id in report.accepted:
+                        accepted.append(by_id[qm.id])
+                        continue
                     reason = report.refused.get(qm.id, "no answer for this entry")
-                    await self._refused(msg, qm, reason)
+                    log.warning("queue refused subject=%s: %s", by_id[qm.id].msg.subject, reason)
+                    failed.append(_Failure(by_id[qm.id], reason, refused=True))
+            self.counters["forwarded"] += len(accepted)
+            # The processed keys go in before the acks: an ack lost from here on
+            # comes back as a redelivery that the claim answers with "processed".
+            await self._settle(accepted, [f.item for f in failed])
+            for item in accepted:
+                await self._ack(item, route)
+            await self._retry_or_dead_letter(route, failed)
 
-    async def _ack(self, msg: nats.aio.msg.Msg, route: Route, qm: QueueMessage) -> None:
-        try:
-            await msg.ack()
-        except Exception as exc:
-            # SQS has it already; JetStream redelivers after ack_wait and the
-            # consumer side sees the same bus_msg_id twice.
-            log.error("ack failed after send (duplicate will follow): %s", exc)
+    async def _claim(self, items: list[_Pulled]) -> list[_Pulled]:
+        """The items this forwarder may send; the others are acked or NAKed here."""
+        if self._guard is None or not items:
+            return items
+        claims = await self._guard.claim(self._stream, [item.seq for item in items])
+        if claims is None:
+            self.counters["redis_degraded"] += 1
+            return items
+        mine: list[_Pulled] = []
+        for item, claim in zip(items, claims, strict=True):
+            if claim.status is ClaimStatus.CLAIMED:
+                mine.append(item)
+            elif claim.status is ClaimStatus.PROCESSED:
+                self.counters["duplicates_skipped"] += 1
+                log.info(
+                    "already forwarded, acked without sending: subject=%s bus_msg_id=%s",
+                    item.msg.subject,
+                    item.qm.attributes.get(ATTR_BUS_MSG_ID, ""),
+                )
+                await self._ack_only(item.msg)
+            else:
+                self.counters["inflight_busy"] += 1
+                # The usual backoff, but no later than the other claim runs out
+                # (its holder may have died).
+                delay = min(claim.held_for_s, self._policy.nak_delay(item.delivered))
+                log.debug(
+                    "being forwarded by another replica, NAKed: bus_msg_id=%s delay=%.2fs",
+                    item.qm.attributes.get(ATTR_BUS_MSG_ID, ""),
+                    delay,
+                )
+                await self._nak(item.msg, max(delay, self._policy.busy_nak_min_s))
+        return mine
+
+    async def _settle(self, accepted: list[_Pulled], returned: list[_Pulled]) -> None:
+        if self._guard is None or not (accepted or returned):
+            return
+        done = await self._guard.settle(
+            self._stream, [i.seq for i in accepted], [i.seq for i in returned]
+        )
+        if not done:
+            self.counters["redis_degraded"] += 1
+
+    async def _ack(self, item: _Pulled, route: Route) -> None:
+        if not await self._ack_only(item.msg):
             return
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "forwarded subject=%s job_id=%s bus_msg_id=%s queue=%s",
-                msg.subject,
-                qm.attributes.get(ATTR_JOB_ID, ""),
-                qm.attributes.get(ATTR_BUS_MSG_ID, ""),
+                item.msg.subject,
+                item.qm.attributes.get(ATTR_JOB_ID, ""),
+                item.qm.attributes.get(ATTR_BUS_MSG_ID, ""),
                 route.queue_name or route.durable,
             )
 
-    async def _refused(
-        self, msg: nats.aio.msg.Msg, qm: QueueMessage, reason: str, *, logged: bool = False
-    ) -> None:
-        delivered = msg.metadata.num_delivered or 1
-        if delivered >= self._policy.max_deliver:
-            log.error(
-                "giving up after %d deliveries, message stays in the stream: "
-                "subject=%s bus_msg_id=%s reason=%s",
-                delivered,
-                msg.subject,
-                qm.attributes.get(ATTR_BUS_MSG_ID, ""),
-                reason,
+    @staticmethod
+    async def _ack_only(msg: nats.aio.msg.Msg) -> bool:
+        try:
+            await msg.ack()
+        except Exception as exc:
+            # SQS has it already; JetStream redelivers after ack_wait, and the
+            # processed key (when Redis had it) turns that into an ack.
+            log.error("ack failed after send, redelivery follows: %s", exc)
+            return False
+        return True
+
+    async def _retry_or_dead_letter(self, route: Route, failed: list[_Failure]) -> None:
+        """NAK what may still go through; dead-letter the rest."""
+        doomed: list[_Failure] = []
+        for failure in failed:
+            item = failure.item
+            if failure.permanent or self._policy.gives_up(item.delivered, refused=failure.refused):
+                doomed.append(failure)
+            else:
+                await self._nak(item.msg, self._policy.nak_delay(item.delivered))
+        if doomed:
+            await self._dead_letter(route, doomed)
+
+    async def _dead_letter(self, route: Route, doomed: list[_Failure]) -> None:
+        """DLQ record first, then ``term``; a message whose record was not stored is NAKed.
+
+        Terminating first would lose the message for good if the record then
+        failed (or the replica died in between).
+        """
+        letters = [
+            DeadLetter(
+                stream=self._stream,
+                seq=f.item.seq,
+                subject=f.item.msg.subject,
+                payload=f.item.msg.data,
+                reason=f.reason,
+                deliveries=f.item.delivered,
+                consumer=route.durable,
+                headers=dict(f.item.msg.headers or {}),
             )
-        elif not logged:
-            log.warning("queue refused subject=%s: %s", msg.subject, reason)
-        await self._nak(msg, self._policy.nak_delay(delivered))
+            for f in doomed
+        ]
+        stored = False
+        if self._guard is not None:
+            stored = await self._guard.dead_letter(letters)
+            if not stored:
+                self.counters["redis_degraded"] += 1
+        if not stored:
+            for f in doomed:
+                last = f.item.delivered >= self._policy.max_deliver
+                log.error(
+                    "could not dead-letter (no DLQ record stored), NAKed instead of "
+                    "terminated%s: subject=%s bus_msg_id=%s deliveries=%d reason=%s",
+                    ", no delivery left: it stays in the stream" if last else "",
+                    f.item.msg.subject,
+                    f.item.qm.attributes.get(ATTR_BUS_MSG_ID, ""),
+                    f.item.delivered,
+                    f.reason,
+                )
+                await self._nak(f.item.msg, self._policy.dlq_retry_delay_s)
+            return
+        for f in doomed:
+            try:
+                await f.item.msg.term()
+            except Exception as exc:
+                # The record is stored; the redelivery is dead-lettered again
+                # under the same key.
+                log.error("term failed after the DLQ write: %s", exc)
+                continue
+            self.counters["dlq_terminated"] += 1
+            log.error(
+                "dead-lettered and terminated: subject=%s bus_msg_id=%s deliveries=%d reason=%s",
+                f.item.msg.subject,
+                f.item.qm.attributes.get(ATTR_BUS_MSG_ID, ""),
+                f.item.delivered,
+                f.reason,
+            )
 
     @staticmethod
     async def _nak(msg: nats.aio.msg.Msg, delay: float) -> None:
@@ -918,9 +1109,11 @@ async def serve(
         return 0
     js = nc.jetstream(timeout=settings.publish_timeout_s)
     stream = await ensure_stream(js)
-    forwarder = JobForwarder(js, stream, default_routes(submit_sink, result_sink))
-    await forwarder.start()
     redis = runtime.redis_client(settings)
+    forwarder = JobForwarder(
+        js, stream, default_routes(submit_sink, result_sink), guard=BusGuard(redis)
+    )
+    await forwarder.start()
     ingest = HeartbeatIngest(
         nc, SnapshotWriter(redis), topic_pools(pools), interval_s=bridge.snapshot_interval_s
     )

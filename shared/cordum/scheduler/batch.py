@@ -19,6 +19,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from cordum import runtime
+from cordum.metrics import METRICS
 from cordum.scheduler.errors import RetryAfter, UnparseableRecord
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ def process_batch(
         return list(await asyncio.gather(*(on_record(r) for r in records)))
 
     done = runtime.run(run_all())
+    METRICS.flush()
     return {"batchItemFailures": [{"itemIdentifier": r.get("messageId", "")}
                                   for r, ok in zip(records, done, strict=True) if not ok]}
 

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
+from cordum.metrics import METRICS
 from cordum.safety.client import Decision, SafetyVerdict
 from cordum.scheduler.constraints import apply_constraints, constraints_json, parse_constraints
 from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
+from cordum.scheduler.saga import InvalidCompensation
 from cordum.store.errors import InvalidTransition, StoreError
 from cordum.store.jobs import NO_STATE, TERMINAL_STATES, JobState, now_us
 
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
     from cordum.bus.publisher import NatsPublisher
     from cordum.safety.client import SafetyClient
     from cordum.scheduler.registry import SnapshotRegistry
-    from cordum.store.jobs import JobStore
+    from cordum.store.jobs import JobStore, TransitionResult
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +119,9 @@ class Engine:
         locks: Any = None,
         backoff: Any = None,
         input_fail_open: bool = False,
+        saga: Any = None,
+        rollback: Any = None,
+        requests: Any = None,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -125,6 +131,9 @@ class Engine:
         self._locks = locks
         self._backoff = backoff
         self._fail_open = input_fail_open
+        self._saga = saga
+        self._rollback = rollback
+        self._requests = requests
 
     @property
     def store(self) -> JobStore:
@@ -151,12 +160,16 @@ class Engine:
     async def handle_job_request(self, req: protocol.JobRequest, trace_id: str) -> Outcome:
         """Decide and dispatch one job under its job lock (also used by the replayer)."""
         req.job_id, req.topic = req.job_id.strip(), req.topic.strip()
+        METRICS.count("jobs_received", topic=req.topic)
         if self._locks is None:
             return await self._process(req, trace_id)
+        started = time.monotonic()
         async with self._locks.job_lock(req.job_id):
-            return await self._process(req, trace_id)
+            METRICS.observe_ms("job_lock_wait", (time.monotonic() - started) * 1000)
+            return await self._process(req, trace_id, started)
 
-    async def _process(self, req: protocol.JobRequest, trace_id: str) -> Outcome:
+    async def _process(self, req: protocol.JobRequest, trace_id: str,
+                       started: float | None = None) -> Outcome:
         job_id, tenant = req.job_id, tenant_of(req)
         try:
             meta = await self._store.get(job_id)
@@ -172,6 +185,11 @@ class Engine:
                                         "redelivery_dlq_retry")
             return Outcome(job_id, "noop", state, "terminal")
         base = {"topic": req.topic, "tenant": tenant, "trace_id": trace_id}
+        workflow_id = req.workflow_id or req.labels.get("workflow_id", "")
+        if workflow_id:
+            # Returned by every later transition: the result path learns from it,
+            # without another read, that the job is a saga step.
+            base["workflow_id"] = workflow_id
         attempts = int(meta.get("attempts") or 0)
         if not state:
             # Came straight from the bus, not through the gateway: it starts PENDING,
@@ -249,6 +267,10 @@ class Engine:
             raise RetryAfter(f"dispatch to {subject} failed: {exc}",
                              self._delay(attempts + 1, RETRY_PUBLISH_S)) from exc
         self._registry.record_dispatch(worker_id)
+        METRICS.count("jobs_dispatched", topic=req.topic)
+        if started is not None:
+            METRICS.observe_ms("dispatch_latency", (time.monotonic() - started) * 1000,
+                               topic=req.topic)
         await self._transition(job_id, [JobState.RUNNING], (JobState.DISPATCHED,), {})
         return Outcome(job_id, "dispatched", JobState.RUNNING.value, worker_id)
 
@@ -321,8 +343,11 @@ class Engine:
 
     async def _check_safety(self, req: protocol.JobRequest, tenant: str) -> SafetyVerdict:
         verdict = await self._safety.check(req, tenant)
+        if verdict.decision is Decision.DENY:
+            METRICS.count("safety_denied", topic=req.topic)
         if verdict.decision is not Decision.UNAVAILABLE:
             return verdict
+        METRICS.count("safety_unavailable", topic=req.topic)
         if not self._fail_open:
             raise RetryAfter(f"safety unavailable: {verdict.reason}", RETRY_SAFETY_S)
         # Fail-open is the operator's explicit choice; the job carries the mark.
@@ -432,13 +457,40 @@ class Engine:
         if state.terminal and state is not JobState.SUCCEEDED:
             dlq = {"status": protocol.JobStatus.Name(res.status).removeprefix("JOB_STATUS_"),
                    "reason": res.error_message, "reason_code": res.error_code}
-        applied = await self._transition(res.job_id, [state], OPEN_STATES, fields, dlq=dlq)
-        if not applied:
+        result = await self._transition_result(res.job_id, [state], OPEN_STATES, fields, dlq)
+        if result is not None and result.workflow_id and (
+            result.applied or result.previous == state.value
+        ):
+            # Also on a redelivery that finds the state already written: recording is
+            # idempotent per job and a second rollback trigger finds nothing to undo.
+            await self._saga_step(res, state, result.workflow_id)
+        if result is None or not result.applied:
             # Terminal already (a duplicate or a late result) or unknown: ignored.
             return Outcome(res.job_id, "ignored", detail="job is terminal or unknown")
+        if state.terminal:
+            METRICS.count("jobs_completed", topic=fields.get("topic", ""), status=state.value)
         if dlq is not None:
             await self._publish_dlq(res.job_id, state.value, res.error_message, res.error_code)
         return Outcome(res.job_id, "recorded", state.value)
+
+    async def _saga_step(self, res: protocol.JobResult, state: JobState, workflow_id: str) -> None:
+        if state is JobState.SUCCEEDED and self._saga is not None and self._requests is not None:
+            try:
+                req = await self._requests.get_request(res.job_id)
+                if req is not None:
+                    if await self._saga.record_compensation(req):
+                        METRICS.count("saga_recorded")
+            except StoreError as exc:
+                raise RetryAfter(f"saga record: {exc}", RETRY_STORE_S) from exc
+            except InvalidCompensation as exc:  # retrying cannot fix the template
+                log.error("saga record for %s skipped: %s", res.job_id, exc)
+        if (res.status == protocol.JobStatus.JOB_STATUS_FAILED_FATAL
+                and self._rollback is not None):
+            try:
+                await self._rollback.trigger(workflow_id)
+            except Exception as exc:
+                raise RetryAfter(f"saga rollback trigger: {exc}", RETRY_STORE_S) from exc
+            METRICS.count("saga_rollback_triggered")
 
     async def _cancel(self, cancel: protocol.JobCancel) -> Outcome:
         if not cancel.job_id:
@@ -454,12 +506,18 @@ class Engine:
     async def _transition(self, job_id: str, path: list[JobState], only_from: Iterable[str],
                           fields: Mapping[str, str],
                           dlq: Mapping[str, Any] | None = None) -> bool:
+        result = await self._transition_result(job_id, path, only_from, fields, dlq)
+        return result is not None and result.applied
+
+    async def _transition_result(self, job_id: str, path: list[JobState],
+                                 only_from: Iterable[str], fields: Mapping[str, str],
+                                 dlq: Mapping[str, Any] | None = None) -> TransitionResult | None:
+        """The store's answer; None when the state machine forbids the move."""
         try:
-            result = await self._store.transition(job_id, path, only_from=only_from,
-                                                  fields=fields, dlq=dlq)
+            return await self._store.transition(job_id, path, only_from=only_from,
+                                                fields=fields, dlq=dlq)
         except InvalidTransition as exc:
             log.warning("%s", exc)
-            return False
+            return None
         except StoreError as exc:
             raise RetryAfter(str(exc), RETRY_STORE_S) from exc
-        return result.applied

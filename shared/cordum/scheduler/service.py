@@ -13,7 +13,10 @@ from cordum.safety.failmode import FailMode, input_fail_mode
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.registry import SnapshotRegistry
+from cordum.scheduler.saga import default_saga
+from cordum.scheduler.saga_trigger import default_rollback_trigger
 from cordum.scheduler.strategy import LeastLoadedStrategy
+from cordum.store.indexes import JobIndexes
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
 
@@ -22,6 +25,7 @@ from cordum.store.locks import JobLocks
 def default_engine() -> Engine:
     cfg = settings()
     redis = runtime.redis_client(cfg)
+    saga = default_saga()
     return Engine(
         store=JobStore(redis),
         registry=SnapshotRegistry(redis),
@@ -32,4 +36,7 @@ def default_engine() -> Engine:
         locks=JobLocks(redis),
         backoff=BackoffPolicy(),
         input_fail_open=input_fail_mode(config_dir=cfg.config_dir) is FailMode.OPEN,
+        saga=saga,
+        rollback=default_rollback_trigger(saga),
+        requests=JobIndexes(redis),
     )

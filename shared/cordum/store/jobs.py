@@ -121,6 +121,8 @@ class TransitionResult:
     applied: bool
     previous: str
     """The state before the call ('' when the job had none)."""
+    workflow_id: str = ""
+    """The job's workflow (saga) id from its meta, '' when it has none."""
 
 
 def _flatten(fields: Mapping[str, str] | None) -> list[str]:
@@ -188,12 +190,13 @@ class JobStore:
         entry = json.dumps({"job_id": job_id, **dlq}, separators=(",", ":")) if dlq else ""
         args = [job_id, now_us(), META_TTL_S, ",".join(states), ",".join(only_from),
                 entry, DLQ_TTL_S, *_flatten(fields)]
-        status, previous = await self._call(self._transition, keys, args)
+        status, previous, workflow_id = await self._call(self._transition, keys, args)
         status = _text(status)
         previous = _text(previous)
         if status == "invalid":
             raise InvalidTransition(job_id, previous, states[-1])
-        return TransitionResult(applied=status == "ok", previous=previous)
+        return TransitionResult(applied=status == "ok", previous=previous,
+                                workflow_id=_text(workflow_id))
 
     async def incr_attempts(self, job_id: str) -> int:
         """Count one more scheduling attempt of an existing job (0 when unknown)."""

@@ -13,7 +13,7 @@
 -- ARGV[6] DLQ entry (JSON object) written with the transition, "" for none; the script
 --         adds last_state, attempts and created_at (us); TTL ARGV[7] (s)
 -- ARGV[8..] meta field, value pairs written with the last state
--- Returns {status, previous state}: status "ok"; "skip" when the current state is not in
+-- Returns {status, previous state, workflow id of the job or ""}: status "ok"; "skip" when the current state is not in
 -- ARGV[5]; "invalid" when the table forbids a step (nothing is written).
 local allowed = {
   [''] = {PENDING=1, APPROVAL_REQUIRED=1, SCHEDULED=1, DISPATCHED=1, RUNNING=1, FAILED=1, CANCELLED=1},
@@ -48,14 +48,14 @@ if ARGV[5] ~= '' then
   for _, s in ipairs(split(ARGV[5])) do
     if s == cur or (s == '-' and cur == '') then ok = true end
   end
-  if not ok then return {'skip', prev} end
+  if not ok then return {'skip', prev, redis.call('HGET', KEYS[1], 'workflow_id') or ''} end
 end
 
 local path = split(ARGV[4])
 for _, nxt in ipairs(path) do
   local row = allowed[cur]
   if row == nil or row[nxt] == nil then
-    return {'invalid', prev}
+    return {'invalid', prev, ''}
   end
   cur = nxt
 end
@@ -110,4 +110,4 @@ if ARGV[6] ~= '' then
   redis.call('ZADD', KEYS[6], now, id)
   redis.call('ZREMRANGEBYRANK', KEYS[6], 0, -10001)
 end
-return {'ok', prev}
+return {'ok', prev, redis.call('HGET', KEYS[1], 'workflow_id') or ''}

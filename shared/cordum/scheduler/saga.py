@@ -1,0 +1,526 @@
+"""Saga compensation: record an undo step when a workflow step succeeds, replay the
+undo steps newest-first when the workflow fails fatally.
+
+Keys (the first two as Cordum names them):
+
+- ``saga:<workflowID>:stack`` LIST of proto-binary ``JobRequest`` templates. A
+  record LPUSHes, a rollback LPOPs, so compensation runs in reverse order of the
+  steps. The key expires 7 days after the last push (Cordum's never does).
+- ``saga:<workflowID>:lock`` ``SET NX "1"`` for 2 minutes while one rollback
+  drains the stack; deleted when it ends.
+- ``saga:<workflowID>:recorded`` SET of the job ids already recorded, same TTL as
+  the stack, so a redelivered result does not stack the same undo step twice.
+
+A rollback dispatches each template as a new CRITICAL job on ``sys.job.submit``
+(the normal submit path then schedules it). Where it stops early, nothing is
+lost: a template whose publish failed is pushed back before the error is
+raised (Cordum drops that one), and one left over at the deadline was never
+popped. The report says so (``complete`` False) and the caller runs the
+rollback again.
+
+Timeline of one rollback under its lock, deadlines as ``time.monotonic()``::
+
+    t=0        SET saga:<wf>:lock "1" NX EX 120   (held by nobody else until t=120)
+    t=0..d     LPOP, check, publish, LPOP, ...     d = min(caller deadline,
+                                                       t0 + 120 - 2 x store timeout)
+    t<=d+2     push-back of a failed entry (one store call may pass d)
+    t<=d+4     DEL the lock
+
+The loop ends before the lock can lapse, so the unconditional DEL (the value is
+"1", not a token) can only delete our own lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cordum import protocol
+from cordum.store.errors import StoreError
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from cordum.safety.client import SafetyVerdict
+
+log = logging.getLogger(__name__)
+
+_LUA = Path(__file__).resolve().parent.parent / "store" / "lua"
+
+SAGA_SENDER = "cordum-scheduler-saga"
+COMPENSATION_LABEL = "saga_compensation"
+IS_COMPENSATION_LABEL = "is_compensation"
+WORKFLOW_LABEL = "saga_workflow_id"
+UNMARSHAL_FAILED = "saga_unmarshal_failed"
+INVALID_COMPENSATION = "saga_invalid_compensation"
+"""DLQ code of a template that parses but cannot be dispatched (e.g. no topic)."""
+
+
+def stack_key(workflow_id: str) -> str:
+    return f"saga:{workflow_id}:stack"
+
+
+def lock_key(workflow_id: str) -> str:
+    return f"saga:{workflow_id}:lock"
+
+
+def recorded_key(workflow_id: str) -> str:
+    return f"saga:{workflow_id}:recorded"
+
+
+@dataclass(frozen=True, slots=True)
+class SagaPolicy:
+    """Lifetimes and bounds of the saga keys and of one rollback."""
+
+    lock_ttl_s: int = 120
+    """TTL of ``saga:<wf>:lock``: how long a crashed rollback blocks the next one
+    (Cordum's 2 minutes). A rollback never runs past it."""
+    stack_ttl_s: int = 7 * 24 * 3600
+    """TTL of the stack and recorded keys, refreshed by every push: a workflow that
+    neither fails nor gets cleaned up stops holding memory after a week."""
+    store_timeout_s: float = 2.0
+    """Bound of one Redis call (Cordum's storeOpTimeout)."""
+    safety_timeout_s: float = 3.0
+    """Bound of one safety check, above the client's own 2 s (Cordum's engine-side
+    defense); a check that times out counts as unavailable and the step proceeds."""
+    publish_timeout_s: float = 3.0
+    """Bound of one publish, above the publisher's own ack timeout."""
+    min_step_s: float = 1.0
+    """A further entry is popped only while this much time is left before the
+    deadline; below it the rollback stops and reports the rest as remaining."""
+
+    def __post_init__(self) -> None:
+        if self.lock_ttl_s <= 0 or self.stack_ttl_s <= 0:
+            raise ValueError("lock_ttl_s and stack_ttl_s must be > 0")
+        if min(self.store_timeout_s, self.safety_timeout_s, self.publish_timeout_s,
+               self.min_step_s) <= 0:
+            raise ValueError("timeouts and min_step_s must be > 0")
+        if 2 * self.store_timeout_s + self.min_step_s >= self.lock_ttl_s:
+            raise ValueError("lock_ttl_s leaves no time for a single step")
+
+
+class InvalidCompensation(ValueError):
+    """The request's compensation cannot become a job (no topic); retrying will not help."""
+
+    retryable = False
+
+
+class CompensationPublishError(RuntimeError):
+    """A compensation job could not be published; the rollback stopped.
+
+    The entry being dispatched is back on the stack (unless even that push
+    failed, which is logged with the entry's bytes), and so is everything below
+    it: running the rollback again resumes where this one stopped.
+    """
+
+    retryable = True
+
+    def __init__(self, workflow_id: str, report: RollbackReport, cause: Exception) -> None:
+        super().__init__(f"saga rollback of {workflow_id}: publish failed: {cause}")
+        self.workflow_id = workflow_id
+        self.report = report
+
+
+class RedisSagaClientProtocol(Protocol):
+    """The part of ``redis.asyncio.Redis`` the saga uses."""
+
+    def register_script(self, script: str) -> Any: ...
+    def set(self, name: str, value: str, *, nx: bool = ..., ex: int | None = ...
+            ) -> Awaitable[Any]: ...
+    def lpop(self, name: str) -> Awaitable[Any]: ...
+    def llen(self, name: str) -> Awaitable[Any]: ...
+    def delete(self, *names: str) -> Awaitable[Any]: ...
+
+
+class CompensationPublisher(Protocol):
+    """Where compensation jobs and broken-entry notices go (``NatsPublisher``)."""
+
+    async def publish_durable(self, subject: str, msg: protocol.BusPacket, *,
+                              msg_id: str) -> None: ...
+    async def publish(self, subject: str, msg: protocol.BusPacket) -> None: ...
+
+
+class CompensationChecker(Protocol):
+    """The dispatch-time policy check (``SafetyClient``)."""
+
+    async def check(self, req: protocol.JobRequest, tenant: str) -> SafetyVerdict: ...
+
+
+@dataclass(slots=True)
+class RollbackReport:
+    """What one rollback did."""
+
+    workflow_id: str
+    acquired: bool = True
+    """False when another rollback of the workflow held the lock: nothing was done."""
+    dispatched: list[str] = field(default_factory=list)
+    """Job ids of the compensation jobs published, in dispatch order."""
+    denied: int = 0
+    """Entries the safety check denied: consumed, not dispatched."""
+    broken: int = 0
+    """Entries that could not become a job, reported on sys.job.dlq and consumed."""
+    stopped: str = ""
+    """Empty when the stack was drained (or the lock was held); "deadline" or
+    "publish failed" when entries were left on the stack."""
+    remaining: int = 0
+    """Entries left on the stack when the rollback stopped early (-1: unknown, Redis
+    failed while counting)."""
+
+    @property
+    def complete(self) -> bool:
+        return not self.stopped
+
+    def counts(self) -> dict[str, Any]:
+        return {
+            "workflow_id": self.workflow_id,
+            "acquired": self.acquired,
+            "dispatched": len(self.dispatched),
+            "denied": self.denied,
+            "broken": self.broken,
+            "remaining": self.remaining,
+            "stopped": self.stopped,
+        }
+
+
+def workflow_id_of(req: protocol.JobRequest) -> str:
+    """The request's workflow: ``workflow_id``, else ``labels["workflow_id"]``."""
+    return req.workflow_id.strip() or req.labels.get("workflow_id", "").strip()
+
+
+def is_compensation_job(req: protocol.JobRequest) -> bool:
+    """A compensation job never records a compensation of its own."""
+    for values in (req.labels, req.env):
+        flag = values.get(COMPENSATION_LABEL, "").strip()
+        if flag and flag != "false":
+            return True
+    return False
+
+
+def compensation_idempotency_key(base: protocol.JobRequest) -> str:
+    """``"saga:" + hex(sha256(seed)[:16])``, seed = workflow|job|topic|capability|step
+    with empty ends trimmed; deterministic, so a re-recorded step gets the same key."""
+    comp = base.compensation
+    capability = comp.meta.capability.strip() or base.meta.capability.strip()
+    step = str(base.step_index) if base.step_index != 0 else ""
+    seed = "|".join([base.workflow_id.strip(), base.job_id.strip(), comp.topic.strip(),
+                     capability, step]).strip("|")
+    if not seed:
+        return ""
+    return "saga:" + hashlib.sha256(seed.encode()).digest()[:16].hex()
+
+
+def _merge_meta(out: Any, override: Any) -> None:
+    # Field-wise: a non-empty override wins, lists are replaced, labels merged.
+    for name in ("tenant_id", "actor_id", "idempotency_key", "capability", "pack_id"):
+        value = getattr(override, name)
+        if value:
+            setattr(out, name, value)
+    if override.actor_type:
+        out.actor_type = override.actor_type
+    for name in ("risk_tags", "requires"):
+        values = getattr(override, name)
+        if values:
+            target = getattr(out, name)
+            del target[:]
+            target.extend(values)
+    out.labels.update(override.labels)
+
+
+def compensation_template(base: protocol.JobRequest) -> protocol.JobRequest | None:
+    """The undo job of ``base`` as stored on the stack; None when it has none.
+
+    A clone of the step with its compensation's non-empty fields laid over it;
+    it gets its own job id only when dispatched. Raises
+    :class:`InvalidCompensation` when the compensation names no topic.
+    """
+    if not base.HasField("compensation"):
+        return None
+    comp = base.compensation
+    topic = comp.topic.strip()
+    if not topic:
+        raise InvalidCompensation("compensation topic required")
+    req = protocol.JobRequest()
+    req.CopyFrom(base)
+    req.ClearField("compensation")
+    req.job_id = ""
+    req.parent_job_id = base.job_id
+    req.workflow_id = base.workflow_id
+    req.topic = topic
+    for name in ("context_ptr", "adapter_id", "memory_id", "tenant_id", "principal_id"):
+        value = getattr(comp, name)
+        if value:
+            setattr(req, name, value)
+    for name in ("context_hints", "budget"):
+        if comp.HasField(name):
+            getattr(req, name).CopyFrom(getattr(comp, name))
+    if comp.HasField("meta"):
+        _merge_meta(req.meta, comp.meta)
+    req.env.update(comp.env)
+    req.labels.update(comp.labels)
+    if not comp.meta.idempotency_key.strip():
+        key = compensation_idempotency_key(base)
+        if key:
+            req.meta.idempotency_key = key
+    # Whatever priority the step or its compensation asked for, an undo step
+    # jumps the queue: it repairs state that other work may depend on.
+    req.priority = protocol.JobPriority.JOB_PRIORITY_CRITICAL
+    return req
+
+
+def _tenant(req: protocol.JobRequest) -> str:
+    # Cordum's ExtractTenant: tenant_id, else env["tenant_id"], else "default".
+    return req.tenant_id or req.env.get("tenant_id", "") or "default"
+
+
+def _bytes(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+class Saga:
+    """Records compensation templates and rolls a failed workflow back."""
+
+    def __init__(
+        self,
+        redis: RedisSagaClientProtocol,
+        publisher: CompensationPublisher,
+        *,
+        safety: CompensationChecker | None = None,
+        policy: SagaPolicy | None = None,
+    ) -> None:
+        self._redis = redis
+        self._publisher = publisher
+        self._safety = safety
+        self.policy = policy or SagaPolicy()
+        self._push = redis.register_script((_LUA / "saga_push.lua").read_text())
+
+    # ------------------------------------------------------------ record
+
+    async def record_compensation(self, req: protocol.JobRequest) -> bool:
+        """Stack the undo step of a step that succeeded; True when it was pushed.
+
+        Nothing is recorded for a compensation job, a step without compensation
+        or one outside any workflow, nor for a step recorded before (same job
+        id). Raises :class:`InvalidCompensation` (no topic) or
+        :class:`StoreError`.
+        """
+        if is_compensation_job(req) or not req.HasField("compensation"):
+            return False
+        workflow_id = workflow_id_of(req)
+        if not workflow_id:
+            return False
+        template = compensation_template(req)
+        if template is None:
+            return False
+        data = template.SerializeToString(deterministic=True)
+        step_id = req.job_id.strip() or hashlib.sha256(data).hexdigest()
+        pushed = await self._store(
+            f"record compensation of {workflow_id}",
+            self._push(keys=[stack_key(workflow_id), recorded_key(workflow_id)],
+                       args=[data, self.policy.stack_ttl_s, step_id]))
+        if not pushed:
+            log.info("compensation of %s in workflow %s was recorded already", step_id,
+                     workflow_id)
+        return bool(pushed)
+
+    # ------------------------------------------------------------ rollback
+
+    async def rollback(self, workflow_id: str, *, deadline: float | None = None
+                       ) -> RollbackReport:
+        """Dispatch the workflow's compensation jobs, newest first.
+
+        ``deadline`` is a ``time.monotonic()`` instant; the loop also ends before
+        the lock could lapse. Returns the report (``acquired`` False when another
+        rollback holds the lock; ``complete`` False when entries remain). Raises
+        :class:`CompensationPublishError` when a publish fails, :class:`StoreError`
+        when Redis does.
+        """
+        workflow_id = workflow_id.strip()
+        report = RollbackReport(workflow_id)
+        if not workflow_id:
+            return report
+        policy = self.policy
+        lock = lock_key(workflow_id)
+        got = await self._store(f"saga lock {workflow_id}",
+                                self._redis.set(lock, "1", nx=True, ex=policy.lock_ttl_s))
+        if not got:
+            log.info("rollback of %s already in progress", workflow_id)
+            report.acquired = False
+            return report
+        locked_until = time.monotonic() + policy.lock_ttl_s - 2 * policy.store_timeout_s
+        end = locked_until if deadline is None else min(deadline, locked_until)
+        try:
+            await self._drain(workflow_id, report, end)
+        finally:
+            try:
+                await self._store(f"saga unlock {workflow_id}", self._redis.delete(lock))
+            except StoreError as exc:
+                log.warning("%s (the lock expires by itself)", exc)
+        if report.dispatched or report.denied or report.broken or report.stopped:
+            log.info("rollback of %s: %s", workflow_id, report.counts())
+        return report
+
+    async def _drain(self, workflow_id: str, report: RollbackReport, end: float) -> None:
+        key = stack_key(workflow_id)
+        while True:
+            if end - time.monotonic() < self.policy.min_step_s:
+                report.stopped = "deadline"
+                report.remaining = int(await self._store(f"length of {key}",
+                                                         self._redis.llen(key)))
+                if report.remaining == 0:
+                    report.stopped = ""
+                return
+            raw = await self._store(f"pop {key}", self._redis.lpop(key))
+            if raw is None:
+                return
+            data = _bytes(raw)
+            req = protocol.JobRequest()
+            try:
+                req.ParseFromString(data)
+            except Exception as exc:  # DecodeError, or invalid UTF-8 in a string field
+                await self._report_broken(workflow_id, data, UNMARSHAL_FAILED,
+                                          f"unmarshal compensation: {exc}",
+                                          "saga-unmarshal-", end)
+                report.broken += 1
+                continue
+            await self._dispatch(workflow_id, req, data, report, end)
+            if report.stopped:
+                return
+
+    async def _dispatch(self, workflow_id: str, req: protocol.JobRequest, data: bytes,
+                        report: RollbackReport, end: float) -> None:
+        topic = req.topic.strip()
+        if topic and not topic.startswith("job."):
+            topic = "job." + topic
+        req.topic = topic
+        req.job_id = f"comp-{uuid.uuid4()}"
+        req.priority = protocol.JobPriority.JOB_PRIORITY_CRITICAL
+        for values in (req.labels, req.env):
+            values[COMPENSATION_LABEL] = "true"
+            values[IS_COMPENSATION_LABEL] = "true"
+            values[WORKFLOW_LABEL] = workflow_id
+        try:
+            # Workers drop what fails this check, with only a log line: report it here.
+            protocol.validate_job_request(req)
+        except protocol.InvalidPacket as exc:
+            await self._report_broken(workflow_id, data, INVALID_COMPENSATION, str(exc),
+                                      "saga-invalid-", end)
+            report.broken += 1
+            return
+        if await self._denied(req, end):
+            report.denied += 1
+            return
+        if time.monotonic() >= end:
+            # The check took the time that was left: this entry waits for the next run.
+            await self._push_back(workflow_id, data)
+            report.stopped = "deadline"
+            report.remaining = await self._remaining(workflow_id)
+            return
+        packet = protocol.packet(trace_id=req.job_id, sender_id=SAGA_SENDER, job_request=req)
+        try:
+            await asyncio.wait_for(
+                self._publisher.publish_durable(protocol.SUBJECT_SUBMIT, packet,
+                                                msg_id=req.job_id),
+                self._bound(self.policy.publish_timeout_s, end))
+        except Exception as exc:
+            await self._push_back(workflow_id, data)
+            report.stopped = "publish failed"
+            report.remaining = await self._remaining(workflow_id)
+            raise CompensationPublishError(workflow_id, report, exc) from exc
+        report.dispatched.append(req.job_id)
+
+    async def _denied(self, req: protocol.JobRequest, end: float) -> bool:
+        """Only an explicit DENY stops a compensation: an undo step left out because
+        the kernel was unreachable would leave the workflow half done."""
+        if self._safety is None:
+            return False
+        from cordum.safety.client import Decision
+
+        try:
+            verdict = await asyncio.wait_for(self._safety.check(req, _tenant(req)),
+                                             self._bound(self.policy.safety_timeout_s, end))
+        except Exception as exc:
+            log.warning("safety check of compensation %s failed, dispatching: %s",
+                        req.job_id, exc)
+            return False
+        if verdict.decision is Decision.DENY:
+            log.warning("compensation %s of workflow %s denied by safety, skipped: %s",
+                        req.job_id, req.labels.get(WORKFLOW_LABEL, ""), verdict.reason)
+            return True
+        if verdict.decision is Decision.UNAVAILABLE:
+            log.warning("safety unavailable for compensation %s, dispatching: %s",
+                        req.job_id, verdict.reason)
+        return False
+
+    async def _push_back(self, workflow_id: str, data: bytes) -> None:
+        try:
+            await self._store(f"push back onto {stack_key(workflow_id)}",
+                              self._push(keys=[stack_key(workflow_id),
+                                               recorded_key(workflow_id)],
+                                         args=[data, self.policy.stack_ttl_s, ""]))
+        except StoreError as exc:
+            # The last copy of the entry is in this log line.
+            log.error("compensation of workflow %s lost: %s; entry (base64) %s",
+                      workflow_id, exc, base64.b64encode(data).decode())
+
+    async def _remaining(self, workflow_id: str) -> int:
+        try:
+            key = stack_key(workflow_id)
+            return int(await self._store(f"length of {key}", self._redis.llen(key)))
+        except StoreError:
+            return -1
+
+    async def _report_broken(self, workflow_id: str, data: bytes, code: str, reason: str,
+                             trace_prefix: str, end: float) -> None:
+        """Log the entry and say so on sys.job.dlq; the entry itself is consumed."""
+        digest = hashlib.sha256(data).hexdigest()
+        log.error("workflow %s: unusable compensation entry (%s: %s; %d bytes, sha256 %s)",
+                  workflow_id, code, reason, len(data), digest)
+        trace_id = f"{trace_prefix}{uuid.uuid4()}"
+        # job_id and worker_id are filled so the notice passes result validation.
+        res = protocol.JobResult(
+            job_id=trace_id,
+            status=protocol.JobStatus.JOB_STATUS_FAILED_FATAL,
+            worker_id=SAGA_SENDER,
+            error_code=code,
+            error_message=f"workflow {workflow_id}: {reason} (raw_len={len(data)}, "
+                          f"sha256={digest})",
+        )
+        packet = protocol.packet(trace_id=trace_id, sender_id=SAGA_SENDER, job_result=res)
+        try:
+            await asyncio.wait_for(self._publisher.publish(protocol.SUBJECT_DLQ, packet),
+                                   self._bound(self.policy.publish_timeout_s, end))
+        except Exception as exc:
+            log.error("DLQ notice for workflow %s not published: %s", workflow_id, exc)
+
+    def _bound(self, timeout_s: float, end: float) -> float:
+        return max(0.001, min(timeout_s, end - time.monotonic()))
+
+    async def _store(self, what: str, call: Awaitable[Any]) -> Any:
+        try:
+            return await asyncio.wait_for(call, self.policy.store_timeout_s)
+        except Exception as exc:
+            raise StoreError(f"{what}: {exc}") from exc
+
+
+@lru_cache(maxsize=1)
+def default_saga() -> Saga:
+    """The saga on the process's Redis, NATS and safety kernel."""
+    from cordum import runtime
+    from cordum.bus.publisher import NatsPublisher
+    from cordum.config import settings
+    from cordum.safety.breaker import CircuitBreaker
+    from cordum.safety.client import SafetyClient
+
+    cfg = settings()
+    redis = runtime.redis_client(cfg)
+    return Saga(redis, NatsPublisher(cfg),
+                safety=SafetyClient(cfg.safety_kernel_addr, cfg.safety_timeout_s,
+                                    breaker=CircuitBreaker(redis)))
