@@ -40,6 +40,8 @@ class Stack:
         self.localstack = env["LOCALSTACK_URL"]
         self.redis_url = os.environ.get("REDIS_URL") or env.get("REDIS_URL",
                                                                 "redis://127.0.0.1:6379")
+        self.nats_url = os.environ.get("NATS_URL") or env.get("NATS_URL",
+                                                              "nats://127.0.0.1:4222")
         self.outputs = json.loads((ROOT / ".cordum" / "cdk-outputs.json").read_text())
         self.outputs = self.outputs.get("CordumServerless", self.outputs)
 
