@@ -339,27 +339,34 @@ def test_publish_failure_rolls_back_and_counts_attempts(harness):
 
 
 def test_state_read_error_does_not_dispatch(harness):
+    """Case 17: the read of the job's state fails (it comes with the lock) -> retry,
+    nothing dispatched, the stored state untouched."""
     loop, h = harness
 
-    class BrokenReads:
-        def __init__(self, store):
-            self.store = store
+    class ReadsTimeOut:
+        def __init__(self, redis):
+            self._redis = redis
 
-        async def get(self, job_id):
-            from cordum.store.errors import StoreError
+        def register_script(self, text):
+            script = self._redis.register_script(text)
+            if "HGETALL" not in text:
+                return script
 
-            raise StoreError("redis: read timed out")
+            async def broken(**kwargs):
+                raise ConnectionError("read timed out")
+
+            return broken
 
         def __getattr__(self, name):
-            return getattr(self.store, name)
+            return getattr(self._redis, name)
 
     loop.run_until_complete(h.add_worker())
-    real = h.engine._store
-    h.engine._store = BrokenReads(real)
+    loop.run_until_complete(h.engine.handle_request(h.request()))  # RUNNING
+    h.engine._locks = JobLocks(ReadsTimeOut(h.redis))
     with pytest.raises(RetryAfter):
         loop.run_until_complete(h.engine.handle_request(h.request()))
-    h.engine._store = real
-    assert loop.run_until_complete(h.state()) == ""
+    assert loop.run_until_complete(h.state()) == "RUNNING"
+    assert loop.run_until_complete(h.redis.llen(f"job:events:job-{h.unique}")) == 4
 
 
 def test_same_request_twice_and_two_handlers_racing_dispatch_once(harness):

@@ -22,7 +22,7 @@ from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
 from cordum.scheduler.saga import InvalidCompensation
 from cordum.store.errors import InvalidTransition, StoreError
-from cordum.store.jobs import NO_STATE, TERMINAL_STATES, JobState, now_us
+from cordum.store.jobs import NO_STATE, TERMINAL_STATES, JobState, meta_key, now_us
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -164,18 +164,21 @@ class Engine:
         if self._locks is None:
             return await self._process(req, trace_id)
         started = time.monotonic()
-        async with self._locks.job_lock(req.job_id):
+        # The job's meta comes back with the lock: one round trip for both.
+        async with self._locks.job_lock(req.job_id, read=meta_key(req.job_id)) as lease:
             METRICS.observe_ms("job_lock_wait", (time.monotonic() - started) * 1000)
-            return await self._process(req, trace_id, started)
+            return await self._process(req, trace_id, started, lease.data)
 
     async def _process(self, req: protocol.JobRequest, trace_id: str,
-                       started: float | None = None) -> Outcome:
+                       started: float | None = None,
+                       meta: dict[str, str] | None = None) -> Outcome:
         job_id, tenant = req.job_id, tenant_of(req)
-        try:
-            meta = await self._store.get(job_id)
-        except StoreError as exc:
-            # Fail closed: without the state a redelivery could dispatch twice.
-            raise RetryAfter(str(exc), RETRY_STORE_S) from exc
+        if meta is None:
+            try:
+                meta = await self._store.get(job_id)
+            except StoreError as exc:
+                # Fail closed: without the state a redelivery could dispatch twice.
+                raise RetryAfter(str(exc), RETRY_STORE_S) from exc
         state = meta.get("state", "")
         if state in (JobState.DISPATCHED, JobState.RUNNING):
             return Outcome(job_id, "noop", state, "already dispatched")

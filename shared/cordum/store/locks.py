@@ -99,9 +99,20 @@ class _LockScripts:
         self._redis = redis
         self._release = redis.register_script((_LUA / "lock_release.lua").read_text())
         self._renew = redis.register_script((_LUA / "lock_renew.lua").read_text())
+        self._acquire_read = redis.register_script(
+            (_LUA / "lock_acquire_read.lua").read_text())
 
     async def try_acquire(self, key: str, token: str, ttl_s: float) -> bool:
         return bool(await self._redis.set(key, token, nx=True, px=_ms(ttl_s)))
+
+    async def try_acquire_read(self, key: str, token: str, ttl_s: float,
+                               read: str) -> dict[str, str] | None:
+        """Acquire and HGETALL ``read`` in one round trip; None when the lock is busy."""
+        reply = await self._acquire_read(keys=[key, read], args=[token, _ms(ttl_s)])
+        if not reply or int(reply[0]) == 0:
+            return None
+        items = [v.decode() if isinstance(v, bytes) else str(v) for v in reply[1:]]
+        return dict(zip(items[::2], items[1::2], strict=True))
 
     async def renew(self, key: str, token: str, ttl_s: float) -> bool:
         return bool(await self._renew(keys=[key], args=[token, _ms(ttl_s)]))
@@ -132,6 +143,8 @@ class Lease:
         self.token = token
         self.fence = asyncio.Event()
         """Set when the lease is lost; a holder may await it to stop early."""
+        self.data: dict[str, str] | None = None
+        """The hash read together with the acquire (``acquire(read=...)``), else None."""
         self.lost_reason = ""
         self._scripts = scripts
         self._policy = policy
@@ -207,13 +220,15 @@ class JobLocks:
         self._scripts = _LockScripts(redis)
         self.policy = policy or LockPolicy()
 
-    async def acquire(self, job_id: str, *, deadline: float | None = None) -> Lease:
+    async def acquire(self, job_id: str, *, deadline: float | None = None,
+                      read: str | None = None) -> Lease:
         """Take the job's lock, waiting while it is busy.
 
         The wait ends after ``acquire_timeout_s`` or at ``deadline``, whichever
         comes first (at least one attempt is made); then ``RetryAfter("job lock
         busy", busy_retry_s)``. A Redis failure raises ``RetryAfter(...,
-        error_retry_s)``.
+        error_retry_s)``. With ``read``, that hash (the job's meta) is read by the
+        same script as the acquire and handed over as ``lease.data``.
         """
         policy = self.policy
         key = job_lock_key(job_id)
@@ -222,15 +237,23 @@ class JobLocks:
         if deadline is not None:
             give_up = min(give_up, deadline)
         while True:
+            data: dict[str, str] | None = None
             try:
-                got = await asyncio.wait_for(
-                    self._scripts.try_acquire(key, token, policy.ttl_s), policy.op_timeout_s)
+                if read is None:
+                    got = await asyncio.wait_for(
+                        self._scripts.try_acquire(key, token, policy.ttl_s), policy.op_timeout_s)
+                else:
+                    data = await asyncio.wait_for(
+                        self._scripts.try_acquire_read(key, token, policy.ttl_s, read),
+                        policy.op_timeout_s)
+                    got = data is not None
             except Exception as exc:
                 # A SET that timed out may still have landed: the key then blocks the
                 # job until its TTL runs out, and the retry finds it busy until then.
                 raise RetryAfter(f"job lock {job_id}: {exc}", policy.error_retry_s) from exc
             if got:
                 lease = Lease(self._scripts, key, token, policy)
+                lease.data = data
                 lease._start_renewing()
                 return lease
             if time.monotonic() + policy.acquire_poll_s > give_up:
@@ -238,11 +261,11 @@ class JobLocks:
             await asyncio.sleep(policy.acquire_poll_s)
 
     @contextlib.asynccontextmanager
-    async def job_lock(self, job_id: str, *, deadline: float | None = None
-                       ) -> AsyncIterator[Lease]:
+    async def job_lock(self, job_id: str, *, deadline: float | None = None,
+                       read: str | None = None) -> AsyncIterator[Lease]:
         """``async with locks.job_lock(job_id, deadline=d) as lease:`` holds the job's lock
         for the block, renewing it, and releases it on exit unless it was lost."""
-        lease = await self.acquire(job_id, deadline=deadline)
+        lease = await self.acquire(job_id, deadline=deadline, read=read)
         try:
             yield lease
         finally:
