@@ -20,7 +20,9 @@ NAKed and comes back. Without Redis forwarding goes on, at least once.
 Heartbeats. Every replica subscribes ``sys.heartbeat`` (core NATS, no queue
 group), keeps the live workers in memory and, holding the snapshot writer lock,
 writes Cordum's ``sys:workers:snapshot`` every few seconds and as soon as a new
-worker shows up.
+worker shows up. A heartbeat that brings a pool from no fresh worker to one
+starts a background flush (``cordum.bus.flush``): that pool's waiting jobs go
+back on ``sys.job.submit`` instead of waiting for the pending replayer.
 
 Replicas: the pull consumers share work between them, and the writer lock
 keeps one snapshot write at a time.
@@ -47,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cordum.bus.flush import JetStreamPublisher, PoolFlusher
 from cordum.bus.guard import BusGuard, ClaimStatus, DeadLetter
 from cordum.config import ConfigError, PoolsConfig
 from cordum.protocol import (
@@ -726,6 +729,16 @@ def topic_pools(pools: PoolsConfig) -> dict[str, str]:
     return {topic: names[0] for topic, names in pools.topics.items() if names}
 
 
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one heartbeat changed in the registry."""
+
+    joined: bool
+    """The worker was not known, or had gone silent past the TTL."""
+    pool_online: bool
+    """Its pool had no fresh worker before this heartbeat (an empty pool never counts)."""
+
+
 @dataclass(slots=True)
 class _Seen:
     heartbeat: Heartbeat
@@ -745,10 +758,29 @@ class WorkerRegistry:
 
     def observe(self, hb: Heartbeat) -> bool:
         """Record a heartbeat; True when the worker was not known (or had expired)."""
+        return self.record(hb).joined
+
+    def update_heartbeat_with_transition(self, hb: Heartbeat) -> bool:
+        """Record a heartbeat; True iff no worker of its pool, itself included,
+        was fresh before it (Cordum's UpdateHeartbeatWithTransition)."""
+        return self.record(hb).pool_online
+
+    def record(self, hb: Heartbeat) -> Observation:
+        """Record a heartbeat and say what it changed."""
         now = self._clock()
+        pool_online = bool(hb.pool) and not self._pool_fresh(hb.pool, now)
         previous = self._workers.get(hb.worker_id)
         self._workers[hb.worker_id] = _Seen(hb, now)
-        return previous is None or now - previous.last_seen > self._ttl_s
+        joined = previous is None or now - previous.last_seen > self._ttl_s
+        return Observation(joined=joined, pool_online=pool_online)
+
+    def _pool_fresh(self, pool: str, now: float) -> bool:
+        # A scan rather than a per-pool index: a worker may change pools between
+        # heartbeats, and the registry holds hundreds of workers, not millions.
+        return any(
+            seen.heartbeat.pool == pool and now - seen.last_seen <= self._ttl_s
+            for seen in self._workers.values()
+        )
 
     def hydrate(self, document: Mapping[str, Any]) -> int:
         """Take the workers of a stored snapshot that are still fresh (Cordum's
@@ -930,16 +962,20 @@ class HeartbeatIngest:
         writer_id: str | None = None,
         busy_retries: int = 3,
         busy_retry_s: float = 0.2,
+        on_pool_online: Callable[[str], object] | None = None,
     ) -> None:
+        """``on_pool_online(pool)`` runs inside the NATS callback when a pool goes
+        from no fresh worker to one: it must hand its work to a task and return."""
         self._nc = nc
         self._writer = writer
         self._topics = dict(topics)
         self._subject = subject
         self._interval_s = interval_s
-        self.registry = registry or WorkerRegistry()
+        self.registry = registry if registry is not None else WorkerRegistry()
         self.writer_id = writer_id or new_writer_id()
         self._busy_retries = busy_retries
         self._busy_retry_s = busy_retry_s
+        self._on_pool_online = on_pool_online
         self._sub: nats.aio.subscription.Subscription | None = None
         self._news = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -963,9 +999,16 @@ class HeartbeatIngest:
         if decoded.kind != "heartbeat" or not decoded.packet.heartbeat.worker_id:
             return
         hb = decoded.packet.heartbeat
-        if self.registry.observe(hb):
+        seen = self.registry.record(hb)
+        if seen.joined:
             log.info("worker joined: worker_id=%s pool=%s", hb.worker_id, hb.pool)
             self._news.set()
+        if seen.pool_online and self._on_pool_online is not None:
+            log.info("pool online: pool=%s worker_id=%s", hb.pool, hb.worker_id)
+            try:
+                self._on_pool_online(hb.pool)
+            except Exception as exc:
+                log.error("pool online hook: pool=%s %s: %s", hb.pool, type(exc).__name__, exc)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -1114,8 +1157,15 @@ async def serve(
         js, stream, default_routes(submit_sink, result_sink), guard=BusGuard(redis)
     )
     await forwarder.start()
+    flusher = PoolFlusher(
+        redis, JetStreamPublisher(js, timeout_s=settings.publish_timeout_s), pools
+    )
     ingest = HeartbeatIngest(
-        nc, SnapshotWriter(redis), topic_pools(pools), interval_s=bridge.snapshot_interval_s
+        nc,
+        SnapshotWriter(redis),
+        topic_pools(pools),
+        interval_s=bridge.snapshot_interval_s,
+        on_pool_online=flusher.trigger,
     )
     await ingest.start()
     log.info(
@@ -1143,6 +1193,7 @@ async def serve(
         task.cancel()
     await forwarder.close()
     await ingest.close()
+    await flusher.close()
     try:
         await asyncio.wait_for(nc.drain(), timeout=DRAIN_TIMEOUT_S)
     except Exception as exc:
