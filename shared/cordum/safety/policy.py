@@ -1,0 +1,723 @@
+"""The input safety policy (config/safety.yaml): parsed, validated, evaluated.
+
+``load_policy(path)`` turns the file into a :class:`SafetyPolicy` (pydantic models,
+errors name the file and the field); ``SafetyPolicy.evaluate(PolicyInput)`` gives the
+:class:`Decision` for one job. Evaluation order:
+
+1. An empty topic, or one outside ``job.*``, is denied.
+2. The tenant is the request's, else ``default_tenant``, else ``"default"``.
+3. Risk tags: a ``risk_tag_derivers`` entry whose topic glob matches replaces the
+   client's risk tags with tags derived from the job's ``amount`` (anti-spoofing).
+4. ``tenants.<tenant>``: a topic matching ``deny_topics`` is denied; with a
+   non-empty ``allow_topics`` a topic matching none of them is denied.
+5. ``rules`` in file order, first match wins. A rule with ``velocity`` fires only
+   once its window holds more than ``max_requests`` matching requests; below that
+   it is skipped and evaluation goes on with the next rule.
+6. With no ``rules`` at all, a topic in the tenant's ``allow_topics`` is allowed.
+7. ``default_decision`` (deny unless it says allow).
+
+Cordum reads the ``tenants`` lists only when a policy has no rules; here they are
+also a gate in front of the rules, so a tenant's ``deny_topics`` cannot be
+overridden by a broader allow rule.
+
+Velocity windows are counted in this process. Each kernel replica keeps its own
+counts, so with N replicas behind a balancer a limit lets up to N times
+``max_requests`` through per window.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from cordum.config import ConfigError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+TOPIC_PREFIX = "job."
+"""Only job topics are evaluated; anything else (``sys.*``) is denied."""
+
+DEFAULT_TENANT = "default"
+DEFAULT_RULE_ID = "default"
+"""``rule_id`` of a decision that fell through to ``default_decision``."""
+
+VELOCITY_KEY_FIELDS = ("actor_id", "actor_type", "tenant", "topic", "pack_id", "capability")
+"""Names a velocity ``key`` part may use, besides ``labels.<name>``."""
+
+
+class PolicyError(ConfigError):
+    """safety.yaml cannot be read or does not describe a valid policy."""
+
+
+class DecisionKind(StrEnum):
+    ALLOW = "allow"
+    DENY = "deny"
+    REQUIRE_APPROVAL = "require_approval"
+    ALLOW_WITH_CONSTRAINTS = "allow_with_constraints"
+    THROTTLE = "throttle"
+
+
+_DECISION_ALIASES = {
+    "allow": DecisionKind.ALLOW,
+    "permit": DecisionKind.ALLOW,
+    "deny": DecisionKind.DENY,
+    "block": DecisionKind.DENY,
+    "require_approval": DecisionKind.REQUIRE_APPROVAL,
+    "require-approval": DecisionKind.REQUIRE_APPROVAL,
+    "require_human": DecisionKind.REQUIRE_APPROVAL,
+    "allow_with_constraints": DecisionKind.ALLOW_WITH_CONSTRAINTS,
+    "allow-with-constraints": DecisionKind.ALLOW_WITH_CONSTRAINTS,
+    "throttle": DecisionKind.THROTTLE,
+}
+
+
+def _decision(value: Any) -> DecisionKind:
+    # An unknown word is a load error: a typo must never decide whether jobs run.
+    kind = _DECISION_ALIASES.get(str(value).strip().lower())
+    if kind is None:
+        raise ValueError(f"must be one of {', '.join(DecisionKind)}, got {value!r}")
+    return kind
+
+
+def _as_list(value: Any) -> Any:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return value
+
+
+def _scalar_text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def _text_map(value: Any) -> Any:
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return {k: _scalar_text(v) for k, v in value.items()}
+    return value
+
+
+StrList = Annotated[list[str], BeforeValidator(_as_list)]
+TextMap = Annotated[dict[str, str], BeforeValidator(_text_map)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BudgetConstraints(_Strict):
+    max_runtime_ms: int = Field(default=0, ge=0)
+    max_retries: int = Field(default=0, ge=0)
+    max_artifact_bytes: int = Field(default=0, ge=0)
+    max_concurrent_jobs: int = Field(default=0, ge=0)
+
+
+class SandboxProfile(_Strict):
+    isolated: bool = False
+    network_allowlist: StrList = Field(default_factory=list)
+    fs_read_only: StrList = Field(default_factory=list)
+    fs_read_write: StrList = Field(default_factory=list)
+
+
+class ToolchainConstraints(_Strict):
+    allowed_tools: StrList = Field(default_factory=list)
+    allowed_commands: StrList = Field(default_factory=list)
+
+
+class DiffConstraints(_Strict):
+    max_files: int = Field(default=0, ge=0)
+    max_lines: int = Field(default=0, ge=0)
+    deny_path_globs: StrList = Field(default_factory=list)
+
+
+class Constraints(_Strict):
+    """A rule's ``constraints``; maps field for field onto CAP's PolicyConstraints."""
+
+    budgets: BudgetConstraints = Field(default_factory=BudgetConstraints)
+    sandbox: SandboxProfile = Field(default_factory=SandboxProfile)
+    toolchain: ToolchainConstraints = Field(default_factory=ToolchainConstraints)
+    diff: DiffConstraints = Field(default_factory=DiffConstraints)
+    redaction_level: str = ""
+
+    def is_empty(self) -> bool:
+        return self == Constraints()
+
+
+class Remediation(_Strict):
+    """A safer alternative the gateway may offer when a job is not allowed as sent."""
+
+    id: str = ""
+    title: str = ""
+    summary: str = ""
+    replacement_topic: str = ""
+    replacement_capability: str = ""
+    add_labels: TextMap = Field(default_factory=dict)
+    remove_labels: StrList = Field(default_factory=list)
+
+
+class Velocity(_Strict):
+    """Sliding-window rate limit: the rule fires once more than ``max_requests``
+    matching requests with the same key arrive within ``window_seconds``."""
+
+    max_requests: int = Field(ge=1)
+    window_seconds: float = Field(gt=0)
+    key: str
+    """``tenant``, ``topic``, ``actor_id``, ``actor_type``, ``pack_id``, ``capability``,
+    ``labels.<name>``, or several of them joined by ``:`` (``tenant:topic``)."""
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        parts = [p.strip() for p in v.split(":")]
+        if not v.strip() or not all(parts):
+            raise ValueError("must be non-empty")
+        for part in parts:
+            if part not in VELOCITY_KEY_FIELDS and not (
+                    part.startswith("labels.") and len(part) > len("labels.")):
+                raise ValueError(f"unknown key part {part!r}; use "
+                                 f"{', '.join(VELOCITY_KEY_FIELDS)} or labels.<name>")
+        return v.strip()
+
+
+class Match(_Strict):
+    """What a rule applies to. Every non-empty field must hold (AND); an empty field
+    imposes nothing. Unknown fields are rejected rather than ignored, because an
+    ignored condition would widen the rule."""
+
+    tenants: StrList = Field(default_factory=list)
+    topics: StrList = Field(default_factory=list)
+    capabilities: StrList = Field(default_factory=list)
+    risk_tags: StrList = Field(default_factory=list)
+    requires: StrList = Field(default_factory=list)
+    pack_ids: StrList = Field(default_factory=list)
+    actor_ids: StrList = Field(default_factory=list)
+    actor_types: StrList = Field(default_factory=list)
+    labels: TextMap = Field(default_factory=dict)
+    label_allowlist: dict[str, StrList] = Field(default_factory=dict)
+    label_threshold: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _none_is_empty(cls, data: Any) -> Any:
+        return {} if data is None else data
+
+
+class Rule(_Strict):
+    id: str = Field(min_length=1)
+    match: Match = Field(default_factory=Match)
+    velocity: Velocity | None = None
+    decision: Annotated[DecisionKind, BeforeValidator(_decision)]
+    reason: str = ""
+    constraints: Constraints = Field(default_factory=Constraints)
+    remediations: list[Remediation] = Field(default_factory=list)
+
+    @field_validator("constraints", "match", mode="before")
+    @classmethod
+    def _none_is_default(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+    @field_validator("remediations", mode="before")
+    @classmethod
+    def _none_is_no_remediation(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+
+class TenantPolicy(BaseModel):
+    """``tenants.<name>``: topic globs. Other keys (``mcp``, repo hosts) are kept
+    for other components and not evaluated here."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    allow_topics: StrList = Field(default_factory=list)
+    deny_topics: StrList = Field(default_factory=list)
+
+
+class AmountThreshold(_Strict):
+    tag: str = Field(min_length=1)
+    below: float | None = None
+    """The tag applies to amounts below this; omitted on the last entry (no bound)."""
+
+
+class RiskTagDeriver(_Strict):
+    """Server-side risk tags for some topics, from the job's numeric ``amount``.
+
+    The amount is read from the JSON object in label ``_content.payload_json``, then
+    the request's ``input_content``, then label ``_content.prompt``; a number or a
+    numeric string. The first threshold whose ``below`` exceeds the amount gives the
+    tag; at or above all of them the last entry's tag applies. A missing amount, or
+    one <= 0, also gets the last (highest-risk) tag. Derived tags REPLACE the
+    client's ``risk_tags`` for these topics, so a client cannot under-declare.
+    """
+
+    topics: StrList = Field(min_length=1)
+    amount_thresholds: list[AmountThreshold] = Field(min_length=1)
+    base_tags: StrList = Field(default_factory=list)
+
+    @field_validator("amount_thresholds")
+    @classmethod
+    def _ascending(cls, v: list[AmountThreshold]) -> list[AmountThreshold]:
+        bounds = [t.below for t in v]
+        if any(b is None for b in bounds[:-1]):
+            raise ValueError("only the last threshold may omit 'below'")
+        finite = [b for b in bounds if b is not None]
+        if finite != sorted(finite):
+            raise ValueError("thresholds must be in ascending order of 'below'")
+        return v
+
+    def derive(self, labels: Mapping[str, str], content: bytes) -> tuple[str, ...]:
+        amount = _extract_amount(labels, content)
+        tag = self.amount_thresholds[-1].tag
+        if amount is not None and amount > 0:
+            for threshold in self.amount_thresholds:
+                if threshold.below is not None and amount < threshold.below:
+                    tag = threshold.tag
+                    break
+        return (*self.base_tags, tag)
+
+
+class PolicyDocument(BaseModel):
+    """safety.yaml. Sections read by other components (``input_policy``,
+    ``output_policy``, ``output_rules``…) are accepted and not evaluated here."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    default_decision: Annotated[DecisionKind, BeforeValidator(_decision)] = DecisionKind.DENY
+    default_tenant: str = ""
+    rules: list[Rule] = Field(default_factory=list)
+    tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
+    risk_tag_derivers: list[RiskTagDeriver] = Field(default_factory=list)
+
+    @field_validator("default_decision")
+    @classmethod
+    def _allow_or_deny(cls, v: DecisionKind) -> DecisionKind:
+        if v not in (DecisionKind.ALLOW, DecisionKind.DENY):
+            raise ValueError("must be allow or deny")
+        return v
+
+    @field_validator("rules", "risk_tag_derivers", mode="before")
+    @classmethod
+    def _none_is_empty_list(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+    @field_validator("tenants", mode="before")
+    @classmethod
+    def _none_is_empty_map(cls, v: Any) -> Any:
+        if v is None:
+            return {}
+        if isinstance(v, dict):
+            return {k: ({} if t is None else t) for k, t in v.items()}
+        return v
+
+    @field_validator("rules")
+    @classmethod
+    def _unique_ids(cls, v: list[Rule]) -> list[Rule]:
+        seen: set[str] = set()
+        for rule in v:
+            if rule.id in seen:
+                raise ValueError(f"duplicate rule id {rule.id!r}")
+            seen.add(rule.id)
+        return v
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyInput:
+    """What a policy looks at for one job (built from a PolicyCheckRequest)."""
+
+    topic: str
+    tenant: str = ""
+    job_id: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    capability: str = ""
+    risk_tags: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    pack_id: str = ""
+    actor_id: str = ""
+    actor_type: str = ""
+    """``human`` / ``service`` (CAP ActorType without its prefix), or empty."""
+    input_content: bytes = b""
+
+    def cache_key(self) -> str:
+        """Everything that can change a decision except ``job_id`` (which only
+        feeds ``approval_ref`` and velocity, and velocity policies are not cached)."""
+        doc = {
+            "topic": self.topic, "tenant": self.tenant, "labels": dict(self.labels),
+            "capability": self.capability, "risk_tags": list(self.risk_tags),
+            "requires": list(self.requires), "pack_id": self.pack_id,
+            "actor_id": self.actor_id, "actor_type": self.actor_type,
+            "content": hashlib.sha256(self.input_content).hexdigest(),
+        }
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    decision: DecisionKind
+    reason: str
+    rule_id: str
+    snapshot: str
+    constraints: Constraints | None = None
+    approval_required: bool = False
+    remediations: tuple[Remediation, ...] = ()
+    risk_tags: tuple[str, ...] = ()
+    """The risk tags the rules were matched against (derived ones when derived)."""
+
+
+class VelocityCounter:
+    """In-process sliding windows, one per (rule id, key value).
+
+    A request is remembered by its job id, so a job checked twice (a redelivery, a
+    retry) counts once; a request without a job id counts every time.
+    """
+
+    _SWEEP_AT = 10_000
+    """Number of windows above which idle ones are dropped on the next record."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._windows: dict[tuple[str, str], dict[str, float]] = {}
+
+    def record(self, rule_id: str, key: str, member: str, window_s: float) -> int:
+        """Add ``member`` now; return how many requests the window holds with it."""
+        now = self._clock()
+        with self._lock:
+            window = self._windows.setdefault((rule_id, key), {})
+            self._expire(window, now - window_s)
+            window[member or f"anon-{uuid.uuid4().hex}"] = now
+            if len(self._windows) > self._SWEEP_AT:
+                self._sweep(now - window_s)
+            return len(window)
+
+    def peek(self, rule_id: str, key: str, window_s: float) -> int:
+        """How many requests the window holds, without recording one."""
+        now = self._clock()
+        with self._lock:
+            window = self._windows.get((rule_id, key), {})
+            return sum(1 for t in window.values() if t > now - window_s)
+
+    @staticmethod
+    def _expire(window: dict[str, float], cutoff: float) -> None:
+        for member in [m for m, t in window.items() if t <= cutoff]:
+            del window[member]
+
+    def _sweep(self, cutoff: float) -> None:
+        # Windows differ in length; the current rule's cutoff is only used to drop
+        # windows that are entirely older than it, which is safe for a sweep.
+        for key in [k for k, w in self._windows.items() if all(t <= cutoff for t in w.values())]:
+            del self._windows[key]
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    decision: Decision
+    skipped: tuple[str, ...]
+    """One line per rule (or gate) that did not decide, saying why."""
+
+
+class SafetyPolicy:
+    """A loaded, validated safety.yaml. Immutable; evaluation is thread-safe."""
+
+    def __init__(self, document: PolicyDocument, snapshot: str, source: str = "") -> None:
+        self.document = document
+        self.snapshot = snapshot
+        self.source = source
+        self.has_velocity = any(r.velocity is not None for r in document.rules)
+
+    def evaluate(self, request: PolicyInput, *, velocity: VelocityCounter | None = None,
+                 dry_run: bool = False) -> Decision:
+        """The decision for ``request``. ``velocity`` holds the rate windows (none:
+        velocity rules are skipped); ``dry_run`` looks at them without counting."""
+        return self._run(request, velocity, dry_run).decision
+
+    def explain(self, request: PolicyInput, *,
+                velocity: VelocityCounter | None = None) -> Decision:
+        """Like a dry-run ``evaluate``, with a reason naming the rule that decided and
+        why each earlier rule did not."""
+        outcome = self._run(request, velocity, dry_run=True)
+        d = outcome.decision
+        lines = [f"decided by {d.rule_id or 'kernel'}: {d.decision.value}"
+                 + (f" ({d.reason})" if d.reason else "")]
+        if outcome.skipped:
+            lines.append("not matched: " + "; ".join(outcome.skipped))
+        return Decision(d.decision, ". ".join(lines), d.rule_id, d.snapshot, d.constraints,
+                        d.approval_required, d.remediations, d.risk_tags)
+
+    # -- evaluation ---------------------------------------------------------------
+
+    def _run(self, req: PolicyInput, velocity: VelocityCounter | None,
+             dry_run: bool) -> _Outcome:
+        doc = self.document
+        topic = req.topic.strip()
+        if not topic:
+            return _Outcome(self._deny("kernel:missing-topic", "missing topic"), ())
+        if not topic.startswith(TOPIC_PREFIX):
+            return _Outcome(self._deny("kernel:unsupported-topic",
+                                       f"unsupported topic {topic!r}: only job.* is accepted"),
+                            ())
+        tenant = req.tenant.strip() or doc.default_tenant.strip() or DEFAULT_TENANT
+        risk_tags = self._risk_tags(topic, req)
+        skipped: list[str] = []
+
+        tenant_policy = doc.tenants.get(tenant)
+        if tenant_policy is not None:
+            denied = _first_glob(tenant_policy.deny_topics, topic)
+            if denied is not None:
+                return _Outcome(self._deny(
+                    f"tenant:{tenant}:deny_topics",
+                    f"topic {topic!r} denied by tenant {tenant!r} policy ({denied!r})",
+                    risk_tags), ())
+            if tenant_policy.allow_topics and _first_glob(tenant_policy.allow_topics,
+                                                          topic) is None:
+                return _Outcome(self._deny(
+                    f"tenant:{tenant}:allow_topics",
+                    f"topic {topic!r} not in tenant {tenant!r} allow_topics", risk_tags), ())
+
+        for rule in doc.rules:
+            why_not = _mismatch(rule.match, req, topic, tenant, risk_tags)
+            if why_not is not None:
+                skipped.append(f"{rule.id}: {why_not}")
+                continue
+            if rule.velocity is not None:
+                within = self._within_velocity(rule, req, topic, tenant, velocity, dry_run)
+                if within is not None:
+                    skipped.append(f"{rule.id}: {within}")
+                    continue
+            return _Outcome(self._from_rule(rule, risk_tags), tuple(skipped))
+
+        if not doc.rules and tenant_policy is not None and tenant_policy.allow_topics:
+            return _Outcome(Decision(DecisionKind.ALLOW,
+                                     f"topic {topic!r} allowed by tenant {tenant!r} policy",
+                                     f"tenant:{tenant}:allow_topics", self.snapshot,
+                                     risk_tags=risk_tags), tuple(skipped))
+        kind = doc.default_decision
+        return _Outcome(Decision(kind, f"no matching rule — default policy: {kind.value}",
+                                 DEFAULT_RULE_ID, self.snapshot, risk_tags=risk_tags),
+                        tuple(skipped))
+
+    def _risk_tags(self, topic: str, req: PolicyInput) -> tuple[str, ...]:
+        for deriver in self.document.risk_tag_derivers:
+            if _first_glob(deriver.topics, topic) is not None:
+                return deriver.derive(req.labels, req.input_content)
+        return req.risk_tags
+
+    def _within_velocity(self, rule: Rule, req: PolicyInput, topic: str, tenant: str,
+                         velocity: VelocityCounter | None, dry_run: bool) -> str | None:
+        """None when the rule's limit is exceeded (it fires); else why it is skipped."""
+        assert rule.velocity is not None
+        if velocity is None:
+            return "velocity not counted here"
+        key = _velocity_key(rule.velocity.key, req, topic, tenant)
+        if not key:
+            return f"velocity key {rule.velocity.key!r} is empty for this request"
+        limit = rule.velocity
+        if dry_run:
+            count = velocity.peek(rule.id, key, limit.window_seconds)
+        else:
+            count = velocity.record(rule.id, key, req.job_id, limit.window_seconds)
+        if count > limit.max_requests:
+            return None
+        return (f"velocity {count}/{limit.max_requests} in {limit.window_seconds:g}s "
+                f"for {limit.key}={key!r}, within limit")
+
+    def _from_rule(self, rule: Rule, risk_tags: tuple[str, ...]) -> Decision:
+        kind = rule.decision
+        constraints = None if rule.constraints.is_empty() else rule.constraints
+        if kind is DecisionKind.ALLOW and constraints is not None:
+            kind = DecisionKind.ALLOW_WITH_CONSTRAINTS
+        return Decision(kind, rule.reason or f"matched rule {rule.id}", rule.id, self.snapshot,
+                        constraints, kind is DecisionKind.REQUIRE_APPROVAL,
+                        tuple(rule.remediations), risk_tags)
+
+    def _deny(self, rule_id: str, reason: str, risk_tags: tuple[str, ...] = ()) -> Decision:
+        return Decision(DecisionKind.DENY, reason, rule_id, self.snapshot, risk_tags=risk_tags)
+
+
+# -- loading ----------------------------------------------------------------------
+
+def snapshot_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
+
+
+def parse_policy(data: bytes, source: str = "safety.yaml") -> SafetyPolicy:
+    """A SafetyPolicy from YAML bytes; ``source`` names the file in errors."""
+    import yaml  # only the processes that read config files pay for it
+
+    try:
+        raw = yaml.safe_load(data) or {}
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{source}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise PolicyError(f"{source}: must be a mapping, got {type(raw).__name__}")
+    try:
+        document = PolicyDocument.model_validate(raw)
+    except ValidationError as exc:
+        raise PolicyError(f"{source}: {_describe(exc, raw)}") from exc
+    return SafetyPolicy(document, snapshot_of(data), source)
+
+
+def load_policy(path: Path) -> SafetyPolicy:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise PolicyError(f"config file not found: {path}") from exc
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read: {exc}") from exc
+    return parse_policy(data, str(path))
+
+
+def _describe(exc: ValidationError, raw: dict[str, Any]) -> str:
+    """The first error as ``rules[2] (id 'x').match.topics: message``."""
+    err = exc.errors()[0]
+    parts: list[str] = []
+    node: Any = raw
+    for loc in err["loc"]:
+        if isinstance(loc, int):
+            label = f"[{loc}]"
+            item = node[loc] if isinstance(node, list) and loc < len(node) else None
+            if isinstance(item, dict) and item.get("id"):
+                label += f" (id {item['id']!r})"
+            parts.append(label)
+            node = item
+        else:
+            parts.append(("." if parts else "") + str(loc))
+            node = node.get(loc) if isinstance(node, dict) else None
+    where = "".join(parts) or "(top level)"
+    return f"{where}: {err['msg']}"
+
+
+# -- matching ---------------------------------------------------------------------
+
+def _norm(value: str) -> str:
+    return value.strip().lower()
+
+
+def _contains(values: list[str] | tuple[str, ...], value: str) -> bool:
+    if not value.strip():
+        return False
+    return _norm(value) in {_norm(v) for v in values}
+
+
+def _first_glob(patterns: list[str], topic: str) -> str | None:
+    for pattern in patterns:
+        p = pattern.strip()
+        if p and fnmatch.fnmatchcase(topic, p):
+            return pattern
+    return None
+
+
+def _mismatch(m: Match, req: PolicyInput, topic: str, tenant: str,
+              risk_tags: tuple[str, ...]) -> str | None:
+    """None when ``m`` matches; otherwise the first condition that failed."""
+    if m.tenants and not _contains(m.tenants, tenant):
+        return f"tenant {tenant!r} not in {m.tenants}"
+    if m.topics and _first_glob(m.topics, topic) is None:
+        return f"topic {topic!r} matches none of {m.topics}"
+    if m.capabilities and not _contains(m.capabilities, req.capability):
+        return f"capability {req.capability!r} not in {m.capabilities}"
+    if m.risk_tags and not any(_contains(m.risk_tags, t) for t in risk_tags):
+        return f"risk tags {list(risk_tags)} share none of {m.risk_tags}"
+    if m.requires:
+        missing = [r for r in m.requires if not _contains(req.requires, r)]
+        if missing:
+            return f"requires {list(req.requires)} lacks {missing}"
+    if m.pack_ids and not _contains(m.pack_ids, req.pack_id):
+        return f"pack_id {req.pack_id!r} not in {m.pack_ids}"
+    if m.actor_ids and not _contains(m.actor_ids, req.actor_id):
+        return f"actor_id {req.actor_id!r} not in {m.actor_ids}"
+    if m.actor_types and not _contains(m.actor_types, req.actor_type):
+        return f"actor_type {req.actor_type!r} not in {m.actor_types}"
+    for key, want in m.labels.items():
+        if req.labels.get(key) != want:
+            return f"label {key}={req.labels.get(key)!r}, rule wants {want!r}"
+    if m.label_allowlist and not _outside_allowlist(m.label_allowlist, req.labels):
+        return f"every present label is inside label_allowlist {m.label_allowlist}"
+    if m.label_threshold and not _over_threshold(m.label_threshold, req.labels):
+        return f"no label exceeds label_threshold {m.label_threshold}"
+    return None
+
+
+def _outside_allowlist(allowlists: dict[str, list[str]], labels: Mapping[str, str]) -> bool:
+    """True when a present label's value is NOT in its list; absent labels are skipped."""
+    for key, allowed in allowlists.items():
+        if key in labels and not _contains(allowed, labels[key]):
+            return True
+    return False
+
+
+def _over_threshold(thresholds: dict[str, float], labels: Mapping[str, str]) -> bool:
+    """True when a present, numeric label is greater than its threshold."""
+    for key, limit in thresholds.items():
+        try:
+            value = float(labels[key].strip())
+        except (KeyError, ValueError):
+            continue
+        if value > limit:
+            return True
+    return False
+
+
+def _velocity_key(expr: str, req: PolicyInput, topic: str, tenant: str) -> str:
+    values = {"actor_id": req.actor_id, "actor_type": req.actor_type, "tenant": tenant,
+              "topic": topic, "pack_id": req.pack_id, "capability": req.capability}
+    resolved = []
+    for part in expr.split(":"):
+        part = part.strip()
+        value = (req.labels.get(part[len("labels."):], "") if part.startswith("labels.")
+                 else values.get(part, ""))
+        if not value:
+            return ""
+        resolved.append(value)
+    return ":".join(resolved)
+
+
+def _extract_amount(labels: Mapping[str, str], content: bytes) -> float | None:
+    for source in (labels.get("_content.payload_json", "").encode(), content,
+                   labels.get("_content.prompt", "").encode()):
+        if source:
+            amount = _amount_in(source)
+            if amount is not None:
+                return amount
+    return None
+
+
+def _amount_in(data: bytes) -> float | None:
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    raw = doc.get("amount") if isinstance(doc, dict) else None
+    if isinstance(raw, bool) or raw is None:
+        return None
+    if isinstance(raw, int | float):
+        return float(raw)
+    if isinstance(raw, str):
+        try:
+            return float(raw.strip())
+        except ValueError:
+            return None
+    return None
