@@ -321,3 +321,15 @@ def test_settings_from_env() -> None:
     assert default.worker_id.startswith("echo-")
     assert default.topics == ("job.default", "job.echo")
     assert default.max_parallel == 4
+
+
+def test_a_fresh_worker_does_not_report_its_start_up_burst_as_load():
+    import time as _time
+
+    from cordum.worker.echo import _CpuMeter
+
+    meter = _CpuMeter()
+    end = _time.process_time() + 0.05
+    while _time.process_time() < end:  # a burst of CPU right after start
+        pass
+    assert meter.read() == 0.0

@@ -141,18 +141,24 @@ class _CpuMeter:
     whenever the machine is busy with something else.
     """
 
+    MIN_WINDOW_S = 1.0
+    """Shorter windows are not measured: the start-up burst (connecting, the first
+    heartbeat) would read as ~100 % and mark a fresh worker overloaded."""
+
     def __init__(self) -> None:
         self._wall = time.monotonic()
         self._cpu = time.process_time()
+        self._last = 0.0
 
     def read(self) -> float:
         wall, cpu = time.monotonic(), time.process_time()
         elapsed = wall - self._wall
+        if elapsed < self.MIN_WINDOW_S:
+            return self._last
         used = cpu - self._cpu
         self._wall, self._cpu = wall, cpu
-        if elapsed <= 0:
-            return 0.0
-        return round(min(100.0, max(0.0, 100.0 * used / elapsed)), 1)
+        self._last = round(min(100.0, max(0.0, 100.0 * used / elapsed)), 1)
+        return self._last
 
 
 def _failed(req: JobRequest, status: int, code: str, message: str, *, enum: int = 0) -> JobResult:
