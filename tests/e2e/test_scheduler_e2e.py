@@ -132,3 +132,20 @@ def test_job_needing_approval_waits_in_approval_required(stack):
     # Nothing dispatches it while it waits.
     time.sleep(3)
     assert stack.http("GET", f"/api/v1/jobs/{body['job_id']}")[1]["state"] == "APPROVAL_REQUIRED"
+
+
+def test_cancel_a_running_job_over_http(stack):
+    status, body = stack.http("POST", "/api/v1/jobs", {
+        "topic": "job.echo", "prompt": "long", "labels": {"echo.sleep_ms": "30000"}})
+    assert status == 200, body
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if stack.http("GET", f"/api/v1/jobs/{body['job_id']}")[1].get("state") == "RUNNING":
+            break
+        time.sleep(0.5)
+    status, out = stack.http("POST", f"/api/v1/jobs/{body['job_id']}/cancel")
+    assert (status, out) == (200, {"id": body["job_id"], "state": "CANCELLED"})
+    # The CANCELLED result and the cancel notice travel through the bus and the
+    # result function; neither moves the job again.
+    time.sleep(5)
+    assert stack.http("GET", f"/api/v1/jobs/{body['job_id']}")[1]["state"] == "CANCELLED"

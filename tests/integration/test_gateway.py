@@ -167,3 +167,26 @@ def test_nats_down_gives_503_and_leaves_no_half_written_job(monkeypatch):
     leftovers = recent_ids() - before
     assert not [j for j in leftovers if meta_of(j).get("tenant") == TENANT]
     runtime.reset()
+
+
+def test_cancel_an_open_job_then_cancel_again(api):
+    _, body = call(event("POST", "/api/v1/jobs", {"prompt": "to cancel"}))[:2]
+    status, out, _ = call(event("POST", f"/api/v1/jobs/{body['job_id']}/cancel"))
+    assert (status, out) == (200, {"id": body["job_id"], "state": "CANCELLED"})
+    assert meta_of(body["job_id"])["state"] == "CANCELLED"
+    status, again, _ = call(event("POST", f"/api/v1/jobs/{body['job_id']}/cancel"))
+    assert status == 200 and again["reason"] == "job already terminal"
+    assert again["state"] == "CANCELLED"
+
+
+def test_cancel_unknown_or_foreign_job(api, monkeypatch):
+    status, err, _ = call(event("POST", "/api/v1/jobs/nope-xyz/cancel"))
+    assert status == 404 and err["code"] == "job_not_found"
+    _, body = call(event("POST", "/api/v1/jobs", {"prompt": "mine"}))[:2]
+    monkeypatch.setenv("CORDUM_API_KEYS", json.dumps([
+        {"key": API_KEY, "tenant": TENANT}, {"key": "other", "tenant": "globex"}]))
+    gateway._authenticator.cache_clear()
+    status, _, _ = call(event("POST", f"/api/v1/jobs/{body['job_id']}/cancel",
+                              headers={"X-API-Key": "other", "X-Tenant-ID": "globex"}))
+    assert status == 403
+    assert meta_of(body["job_id"])["state"] != "CANCELLED"

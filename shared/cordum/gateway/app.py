@@ -114,6 +114,12 @@ async def _health() -> dict[str, str]:
     return problems
 
 
+@app.post("/api/v1/jobs/<job_id>/cancel")
+def cancel_job(job_id: str) -> Response:
+    principal = _principal()
+    return _json(200, runtime.run(_jobs().cancel(principal, job_id)))
+
+
 @app.get("/health")
 def health() -> Response:
     problems = runtime.run(_health())

@@ -132,6 +132,53 @@ class JobService:
         except StoreError as exc:
             log.error("submit %s: could not remove the unpublished job: %s", job.job_id, exc)
 
+    async def cancel(self, principal: Principal, job_id: str) -> dict[str, Any]:
+        """Cancel an open job: CANCELLED in the store first, then the bus is told.
+
+        The worker learns it from ``sys.job.cancel``; the result path sees a
+        CANCELLED result from the API (its late real result is then ignored).
+        """
+        from cordum.store.jobs import TERMINAL_STATES, JobState
+
+        try:
+            meta = await self._store.get(job_id)
+        except StoreError as exc:
+            raise ApiError(503, "store unavailable", "store_unavailable") from exc
+        if not meta:
+            raise ApiError(404, "job not found")
+        if meta.get("tenant", "") != principal.tenant:
+            raise ApiError(403, "tenant access denied")
+        if meta.get("state") in TERMINAL_STATES:
+            return {"id": job_id, "state": meta["state"], "reason": "job already terminal"}
+        open_states = [s for s in JobState if s not in TERMINAL_STATES]
+        try:
+            result = await self._store.transition(
+                job_id, [JobState.CANCELLED], only_from=open_states,
+                fields={"failure_reason": "cancelled via api"})
+        except StoreError as exc:
+            raise ApiError(503, "store unavailable", "store_unavailable") from exc
+        if not result.applied:  # it finished meanwhile
+            return {"id": job_id, "state": result.previous, "reason": "job already terminal"}
+        trace_id = meta.get("trace_id") or job_id
+        cancelled = protocol.JobResult(job_id=job_id,
+                                       status=protocol.JobStatus.JOB_STATUS_CANCELLED,
+                                       worker_id="api-gateway")
+        notice = protocol.JobCancel(job_id=job_id, reason="cancelled via api",
+                                    requested_by="api-gateway")
+        try:
+            await self._publisher.publish_durable(
+                protocol.SUBJECT_RESULT,
+                protocol.packet(trace_id=trace_id, sender_id="api-gateway",
+                                job_result=cancelled), msg_id=f"cancel-result:{job_id}")
+            await self._publisher.publish_durable(
+                protocol.SUBJECT_CANCEL,
+                protocol.packet(trace_id=trace_id, sender_id="api-gateway", job_cancel=notice),
+                msg_id=f"cancel:{job_id}")
+        except Exception as exc:
+            # The job is CANCELLED already; only the worker's notice is late.
+            log.error("cancel %s: publish failed: %s", job_id, exc)
+        return {"id": job_id, "state": JobState.CANCELLED.value}
+
     async def get(self, principal: Principal, job_id: str) -> dict[str, Any]:
         try:
             meta = await self._store.get(job_id)
