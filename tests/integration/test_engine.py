@@ -719,3 +719,38 @@ def test_fatal_failure_in_a_workflow_publishes_the_recorded_compensation(harness
     assert comp.labels["saga_compensation"] == "true"
     loop.run_until_complete(h.redis.delete(f"saga:{wf}:stack", f"saga:{wf}:recorded"))
     loop.run_until_complete(h.redis.zrem("dlq:index", f"s2-{h.unique}"))
+
+
+def test_engine_cancel_publishes_only_on_the_cancel_subject(harness):
+    """Case 25: cancelling a RUNNING job publishes exactly one JobCancel, nothing else."""
+    loop, h = harness
+    job_id = f"job-{h.unique}"
+
+    async def scenario():
+        await h.add_worker()
+        await h.engine.handle_request(h.request())
+        nc = await nats.connect(NATS_URL)
+        seen = []
+
+        async def on_msg(msg):
+            if msg.reply:  # a JetStream delivery to a consumer, not a publish
+                return
+            try:
+                decoded = protocol.decode(msg.data).packet
+            except protocol.InvalidPacket:
+                return
+            kind = decoded.WhichOneof("payload")
+            if getattr(getattr(decoded, kind), "job_id", "") == job_id:
+                seen.append((msg.subject, kind))
+
+        sub = await nc.subscribe(">", cb=on_msg)
+        outcome = await h.engine.cancel_job(job_id)
+        await asyncio.sleep(0.3)
+        await sub.unsubscribe()
+        await nc.close()
+        return outcome, seen
+
+    outcome, seen = loop.run_until_complete(scenario())
+    assert outcome.state == "CANCELLED"
+    assert seen == [("sys.job.cancel", "job_cancel")]
+    assert loop.run_until_complete(h.state()) == "CANCELLED"

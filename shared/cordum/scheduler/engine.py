@@ -495,6 +495,21 @@ class Engine:
                 raise RetryAfter(f"saga rollback trigger: {exc}", RETRY_STORE_S) from exc
             METRICS.count("saga_rollback_triggered")
 
+    async def cancel_job(self, job_id: str, reason: str = "cancelled by request") -> Outcome:
+        """Cancel an open job and tell its worker (one JobCancel on sys.job.cancel)."""
+        applied = await self._transition(job_id, [JobState.CANCELLED], OPEN_STATES,
+                                         {"failure_reason": reason})
+        if not applied:
+            return Outcome(job_id, "ignored", detail="job is terminal or unknown")
+        notice = protocol.JobCancel(job_id=job_id, reason=reason,
+                                    requested_by=protocol.SENDER_SCHEDULER)
+        try:
+            await self._publisher.publish(protocol.SUBJECT_CANCEL, protocol.packet(
+                trace_id=job_id, sender_id=protocol.SENDER_SCHEDULER, job_cancel=notice))
+        except Exception as exc:  # the job is CANCELLED; only the worker's notice is lost
+            log.error("cancel notice for %s not published: %s", job_id, exc)
+        return Outcome(job_id, "cancelled", JobState.CANCELLED.value)
+
     async def _cancel(self, cancel: protocol.JobCancel) -> Outcome:
         if not cancel.job_id:
             log.warning("dropping cancel without job_id")
