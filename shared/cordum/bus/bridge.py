@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cordum.bus.flush import JetStreamPublisher, PoolFlusher
 from cordum.bus.guard import BusGuard, ClaimStatus, DeadLetter
 from cordum.config import ConfigError, PoolsConfig
+from cordum.logs import parse_level
 from cordum.protocol import (
     SUBJECT_CANCEL,
     SUBJECT_HEARTBEAT,
@@ -109,10 +110,7 @@ class BridgeSettings(BaseModel):
     @field_validator("log_level")
     @classmethod
     def _level(cls, v: str) -> str:
-        level = v.strip().upper()
-        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-            raise ValueError("must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
-        return level
+        return parse_level(v)
 
 
 _BRIDGE_ENV = {

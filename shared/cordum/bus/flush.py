@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -35,7 +34,7 @@ from cordum.protocol import (
 )
 from cordum.store.errors import StoreError
 from cordum.store.indexes import JobIndexes, RedisIndexClientProtocol
-from cordum.store.jobs import JobState, meta_key
+from cordum.store.jobs import JobState, decode_labels, meta_key
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -128,16 +127,6 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _labels(raw: str) -> dict[str, str]:
-    if not raw:
-        return {}
-    try:
-        labels = json.loads(raw)
-    except ValueError:
-        return {}
-    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
-
-
 def routed_to(pool: str, topic: str, labels: dict[str, str], pools: PoolsConfig) -> bool:
     """Whether a job of ``topic`` with ``labels`` would be served by ``pool``."""
     if pool in pools.pools_for(topic):
@@ -227,7 +216,7 @@ class PoolFlusher:
                 # The index was read a moment ago: a job dispatched since then is left alone.
                 if current not in FLUSHED_STATES:
                     continue
-                if not routed_to(pool, topic, _labels(labels), self._pools):
+                if not routed_to(pool, topic, decode_labels({"labels": labels}), self._pools):
                     continue
                 matched += 1
                 if await self._republish(job_id, trace_id, bucket):

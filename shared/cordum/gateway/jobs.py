@@ -138,22 +138,14 @@ class JobService:
         The worker learns it from ``sys.job.cancel``; the result path sees a
         CANCELLED result from the API (its late real result is then ignored).
         """
-        from cordum.store.jobs import TERMINAL_STATES, JobState
+        from cordum.store.jobs import OPEN_STATES, TERMINAL_STATES, JobState
 
-        try:
-            meta = await self._store.get(job_id)
-        except StoreError as exc:
-            raise ApiError(503, "store unavailable", "store_unavailable") from exc
-        if not meta:
-            raise ApiError(404, "job not found")
-        if meta.get("tenant", "") != principal.tenant:
-            raise ApiError(403, "tenant access denied")
+        meta = await self._owned_meta(principal, job_id)
         if meta.get("state") in TERMINAL_STATES:
             return {"id": job_id, "state": meta["state"], "reason": "job already terminal"}
-        open_states = [s for s in JobState if s not in TERMINAL_STATES]
         try:
             result = await self._store.transition(
-                job_id, [JobState.CANCELLED], only_from=open_states,
+                job_id, [JobState.CANCELLED], only_from=OPEN_STATES,
                 fields={"failure_reason": "cancelled via api"})
         except StoreError as exc:
             raise ApiError(503, "store unavailable", "store_unavailable") from exc
@@ -179,7 +171,8 @@ class JobService:
             log.error("cancel %s: publish failed: %s", job_id, exc)
         return {"id": job_id, "state": JobState.CANCELLED.value}
 
-    async def get(self, principal: Principal, job_id: str) -> dict[str, Any]:
+    async def _owned_meta(self, principal: Principal, job_id: str) -> dict[str, str]:
+        """The job's meta; 404 when unknown, 403 when another tenant's."""
         try:
             meta = await self._store.get(job_id)
         except StoreError as exc:
@@ -188,6 +181,10 @@ class JobService:
             raise ApiError(404, "job not found")
         if meta.get("tenant", "") != principal.tenant:
             raise ApiError(403, "tenant access denied")
+        return meta
+
+    async def get(self, principal: Principal, job_id: str) -> dict[str, Any]:
+        meta = await self._owned_meta(principal, job_id)
         result_ptr = meta.get("result_ptr") or None
         result: Any = None
         if result_ptr:

@@ -22,7 +22,14 @@ from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
 from cordum.scheduler.saga import InvalidCompensation
 from cordum.store.errors import InvalidTransition, StoreError
-from cordum.store.jobs import NO_STATE, TERMINAL_STATES, JobState, meta_key, now_us
+from cordum.store.jobs import (
+    NO_STATE,
+    OPEN_STATES,
+    TERMINAL_STATES,
+    JobState,
+    meta_key,
+    now_us,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -47,14 +54,6 @@ DISPATCHABLE_FROM = (NO_STATE, JobState.PENDING, JobState.SCHEDULED, JobState.RE
                      JobState.APPROVAL_REQUIRED)
 """A request in any other state was dispatched already or is over: redelivery is a no-op."""
 
-OPEN_STATES = (
-    JobState.PENDING,
-    JobState.APPROVAL_REQUIRED,
-    JobState.SCHEDULED,
-    JobState.DISPATCHED,
-    JobState.RUNNING,
-    JobState.RETRYING,
-)
 
 RESULT_STATES = {
     protocol.JobStatus.JOB_STATUS_SUCCEEDED: JobState.SUCCEEDED,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from cordum.config import ConfigError, load_yaml
 from cordum.store.errors import InvalidTransition, StoreError
-from cordum.store.jobs import JobState, now_us
+from cordum.store.jobs import OPEN_STATES, JobState, now_us
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
@@ -41,15 +41,6 @@ log = logging.getLogger(__name__)
 LOCK_KEY = "cordum:reconciler:default"
 DEADLINE_REASON = "timeout: deadline expired"
 
-OPEN_STATES = (
-    JobState.PENDING,
-    JobState.APPROVAL_REQUIRED,
-    JobState.SCHEDULED,
-    JobState.DISPATCHED,
-    JobState.RUNNING,
-    JobState.RETRYING,
-)
-"""States a job whose deadline passed may be timed out from."""
 
 
 # ------------------------------------------------------------------ settings

@@ -55,6 +55,9 @@ TERMINAL_STATES = frozenset(
     }
 )
 
+OPEN_STATES = tuple(s for s in JobState if s not in TERMINAL_STATES)
+"""Every state a job can still leave (PENDING ... RETRYING)."""
+
 NO_STATE = "-"
 """In ``only_from``: a job that has no state yet."""
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cordum.config import ConfigError
+from cordum.logs import parse_level
 from cordum.protocol import (
     PROTOCOL_VERSION,
     SUBJECT_HEARTBEAT,
@@ -105,10 +106,7 @@ class EchoWorkerSettings(BaseModel):
     @field_validator("log_level")
     @classmethod
     def _level(cls, v: str) -> str:
-        level = v.strip().upper()
-        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-            raise ValueError("must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
-        return level
+        return parse_level(v)
 
 
 _ENV = {
