@@ -754,3 +754,14 @@ def test_engine_cancel_publishes_only_on_the_cancel_subject(harness):
     assert outcome.state == "CANCELLED"
     assert seen == [("sys.job.cancel", "job_cancel")]
     assert loop.run_until_complete(h.state()) == "CANCELLED"
+
+
+def test_a_job_still_waiting_moves_to_the_young_end_of_its_index(harness):
+    loop, h = harness
+    job_id = f"job-{h.unique}"
+    loop.run_until_complete(h.engine.handle_request(h.request()))  # no worker: PENDING
+    loop.run_until_complete(h.redis.zadd("job:index:pending", {job_id: 1_000_000}, xx=True))
+    outcome = loop.run_until_complete(h.engine.handle_request(h.request()))  # replayed
+    assert outcome.action == "waiting"
+    score = loop.run_until_complete(h.redis.zscore("job:index:pending", job_id))
+    assert score > 10**15  # now, in microseconds: no longer at the head of the replayer's page

@@ -8,6 +8,7 @@ test, whatever else the shared Redis holds.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -245,3 +246,16 @@ def test_timeouts_come_from_timeouts_yaml_with_cordum_defaults_for_zero():
             policy.scheduled_timeout_s) == (300, 900, 60)
     with pytest.raises(ConfigError, match="reconciler.running_timeout_seconds"):
         ReconcilerTimeouts.from_mapping({"reconciler": {"running_timeout_seconds": "soon"}})
+
+
+def test_the_same_tick_twice_times_a_job_out_once(env):
+    """Deliver it twice: a schedule may fire twice (or two replicas may tick); the
+    second pass finds nothing to do and writes no second TIMEOUT event."""
+    running = env.job("r-twice", [JobState.SCHEDULED, JobState.DISPATCHED, JobState.RUNNING],
+                      age_min=10)
+    first = env.tick()
+    env.tick()
+    assert first.timed_out.get("RUNNING", 0) >= 1
+    assert env.meta(running)["state"] == "TIMEOUT"
+    events = env.run(env.redis.lrange(f"job:events:{running}", 0, -1))
+    assert [json.loads(e)["state"] for e in events].count("TIMEOUT") == 1

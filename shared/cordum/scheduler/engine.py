@@ -233,9 +233,8 @@ class Engine:
                 active = await self._active_others(tenant, job_id)
                 if active >= budgets.max_concurrent_jobs:
                     # Acknowledged: the job stays PENDING until the tenant has room.
-                    return Outcome(job_id, "waiting", state or JobState.PENDING.value,
-                                   f"tenant {tenant} at its limit of "
-                                   f"{budgets.max_concurrent_jobs} active jobs")
+                    return await self._wait(job_id, state, f"tenant {tenant} at its limit of "
+                                            f"{budgets.max_concurrent_jobs} active jobs")
         if req.budget.deadline_ms > 0 and not meta.get("deadline_unix"):
             fields["deadline_unix"] = str(now_us() + req.budget.deadline_ms * 1000)
 
@@ -246,7 +245,7 @@ class Engine:
         except RetryAfter as exc:
             # No worker, or all overloaded: acknowledged, the job stays PENDING and
             # the replayer (or a worker coming online) drives it again.
-            return Outcome(job_id, "waiting", state or JobState.PENDING.value, exc.reason)
+            return await self._wait(job_id, state, exc.reason)
         except Exception as exc:  # routing can never succeed as configured
             code = getattr(exc, "reason_code", "dispatch_failed")
             return await self._fail(job_id, JobState.FAILED, str(exc), code, req.topic, fields)
@@ -380,6 +379,16 @@ class Engine:
         # Counted, so a job that never finds a worker ends at the retry cap.
         await self._bump_attempts(req.job_id)
         raise RetryAfter(last.reason, self._delay(attempts, last.delay_s))
+
+    async def _wait(self, job_id: str, state: str, reason: str) -> Outcome:
+        """Leave the job waiting. One that was waiting already goes to the young end
+        of its index, so the replayer's oldest-first pages reach the jobs behind it."""
+        if state in (JobState.PENDING, JobState.SCHEDULED):
+            try:
+                await self._store.touch(job_id, state)
+            except StoreError as exc:
+                log.warning("index of waiting job %s not refreshed: %s", job_id, exc)
+        return Outcome(job_id, "waiting", state or JobState.PENDING.value, reason)
 
     async def _save_request(self, req: protocol.JobRequest) -> None:
         from google.protobuf import json_format

@@ -208,6 +208,14 @@ class JobStore:
         except Exception as exc:
             raise StoreError(f"redis: {exc}") from exc
 
+    async def touch(self, job_id: str, state: str) -> None:
+        """Move a job to the young end of its state's index (it was just looked at)."""
+        try:
+            await self._redis.zadd(index_key(state), {job_id: now_us()},  # type: ignore[attr-defined]
+                                   xx=True)
+        except Exception as exc:
+            raise StoreError(f"redis: {exc}") from exc
+
     async def put_request(self, job_id: str, request: str) -> None:
         """Store the JobRequest (protojson) the replayer re-drives a job from."""
         try:
