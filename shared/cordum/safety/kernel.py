@@ -36,6 +36,7 @@ import grpc
 from cordum import protocol  # noqa: F401  (makes cordum.agent.v1 importable)
 from cordum.agent.v1 import safety_pb2, safety_pb2_grpc
 from cordum.config import DEFAULT_SAFETY_KERNEL_ADDR, ConfigError, load_settings
+from cordum.safety.output_service import add_output_policy_service
 from cordum.safety.policy import (
     Constraints,
     Decision,
@@ -307,6 +308,9 @@ def serve(addr: str, policy: Policy | PolicyKernel) -> grpc.Server:
     kernel = policy if isinstance(policy, PolicyKernel) else PolicyKernel(policy)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     safety_pb2_grpc.add_SafetyKernelServicer_to_server(kernel, server)
+    # The output policy (our own service: CAP has none) is served from the same
+    # process and the same policy file.
+    add_output_policy_service(server, kernel.policy)
     if server.add_insecure_port(addr) == 0:
         raise SystemExit(f"safety kernel: cannot listen on {addr}")
     server.start()

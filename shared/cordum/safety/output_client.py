@@ -1,0 +1,280 @@
+"""Client of the output policy service (wire format: :mod:`cordum.safety.output_service`).
+
+Errors never reach the caller; each check turns them into a decision, as Cordum's
+scheduler does:
+
+- ``check_meta`` (sync phase, :data:`META_TIMEOUT_S`): any error is ALLOW with
+  ``skipped=True`` (fail-open: the hot path never blocks on the kernel).
+- ``check_content`` (async phase, :data:`CONTENT_TIMEOUT_S`; the REDACT
+  materialization passes :data:`REDACT_TIMEOUT_S`): an error follows the output
+  fail mode: ``open`` -> ALLOW, ``closed`` (default) -> QUARANTINE; either way
+  ``failed=True`` so a caller that needs a real answer (materialization) can tell.
+
+The fail mode is ``OUTPUT_POLICY_FAIL_MODE`` if set, else safety.yaml
+``output_policy.fail_mode``, else closed; an explicit ``fail_mode`` argument wins.
+
+An open breaker fails the call without contacting the kernel. After UNAVAILABLE
+(or another transport error) the channel is dropped and rebuilt; after UNAVAILABLE
+the call is retried once on the new channel when the deadline leaves room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from cordum.config import ConfigError, load_settings, load_yaml
+from cordum.safety.breaker import OUTPUT_BREAKER_KEY, CircuitBreaker
+from cordum.safety.failmode import FailMode
+from cordum.safety.output_policy import OutputDecision
+from cordum.safety.output_service import (
+    CHECK_CONTENT_METHOD,
+    CHECK_META_METHOD,
+    MAX_MESSAGE_BYTES,
+    decode,
+    encode,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+
+    import grpc.aio
+
+    from cordum.safety.breaker import Breaker
+
+OUTPUT_FAIL_MODE_ENV = "OUTPUT_POLICY_FAIL_MODE"
+META_TIMEOUT_ENV = "CORDUM_OUTPUT_META_TIMEOUT_MS"
+META_TIMEOUT_S = 0.5
+REDACT_TIMEOUT_S = 5.0
+CONTENT_TIMEOUT_S = 30.0
+CIRCUIT_OPEN_REASON = "output policy circuit open"
+_MIN_RETRY_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class OutputCheckRequest:
+    """What is sent for one job result (``content`` only by ``check_content``)."""
+
+    job_id: str
+    topic: str
+    tenant: str = ""
+    result_ptr: str = ""
+    content_type: str = ""
+    size_bytes: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def body(self, content: str | None = None) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "job_id": self.job_id, "topic": self.topic, "tenant": self.tenant,
+            "result_ptr": self.result_ptr, "content_type": self.content_type,
+            "size_bytes": self.size_bytes, "labels": dict(self.labels)}
+        if content is not None:
+            doc["content"] = content
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
+class OutputCheckResult:
+    decision: OutputDecision
+    reason: str = ""
+    rule_id: str = ""
+    policy_snapshot: str = ""
+    redacted_content: str | None = None
+    skipped: bool = False
+    """check_meta only: the kernel gave no answer and ALLOW was assumed."""
+    failed: bool = False
+    """The kernel gave no answer; ``decision`` comes from the fail mode."""
+    error: str = ""
+
+
+def output_fail_mode(env: Mapping[str, str] | None = None,
+                     config_dir: Path | None = None) -> FailMode:
+    """The output fail mode; read it once per process, at start. A value other than
+    open/closed is a configuration error."""
+    env = os.environ if env is None else env
+    raw = env.get(OUTPUT_FAIL_MODE_ENV, "").strip()
+    if raw:
+        return _parse_mode(raw, OUTPUT_FAIL_MODE_ENV)
+    path = (config_dir or load_settings(dict(env)).config_dir) / "safety.yaml"
+    if not path.is_file():
+        return FailMode.CLOSED
+    doc = load_yaml(path)
+    section = doc.get("output_policy") if isinstance(doc, dict) else None
+    value = section.get("fail_mode") if isinstance(section, dict) else None
+    if value is None or not str(value).strip():
+        return FailMode.CLOSED
+    return _parse_mode(str(value), f"{path}: output_policy.fail_mode")
+
+
+def meta_timeout_s(env: Mapping[str, str] | None = None) -> float:
+    """``CORDUM_OUTPUT_META_TIMEOUT_MS`` in seconds, else :data:`META_TIMEOUT_S`."""
+    env = os.environ if env is None else env
+    raw = env.get(META_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return META_TIMEOUT_S
+    try:
+        ms = int(raw)
+    except ValueError:
+        raise ConfigError(f"{META_TIMEOUT_ENV}: must be an integer, got {raw!r}") from None
+    if ms <= 0:
+        raise ConfigError(f"{META_TIMEOUT_ENV}: must be positive, got {ms}")
+    return ms / 1000
+
+
+def _parse_mode(value: str, where: str) -> FailMode:
+    try:
+        return FailMode(value.strip().lower())
+    except ValueError:
+        raise ConfigError(f"{where}: must be open or closed, got {value!r}") from None
+
+
+class _CallError(Exception):
+    pass
+
+
+class OutputPolicyClient:
+    """Checks job results against the output policy service.
+
+    ``breaker`` defaults to an in-process breaker under the output key; processes
+    sharing Redis pass ``CircuitBreaker(redis, key=OUTPUT_BREAKER_KEY)``.
+    """
+
+    def __init__(
+        self,
+        addr: str,
+        *,
+        breaker: Breaker | None = None,
+        fail_mode: FailMode | None = None,
+        meta_timeout: float | None = None,
+        channel_factory: Callable[[str], grpc.aio.Channel] | None = None,
+    ) -> None:
+        self._addr = addr
+        self._breaker: Breaker = breaker or CircuitBreaker(None, key=OUTPUT_BREAKER_KEY)
+        self.fail_mode = fail_mode if fail_mode is not None else output_fail_mode()
+        self.meta_timeout_s = meta_timeout if meta_timeout is not None else meta_timeout_s()
+        self._channel_factory = channel_factory
+        self._channel: grpc.aio.Channel | None = None
+        self._calls: dict[str, Any] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    async def check_meta(self, req: OutputCheckRequest) -> OutputCheckResult:
+        try:
+            doc = await self._call(CHECK_META_METHOD, req.body(), self.meta_timeout_s)
+        except _CallError as exc:
+            return OutputCheckResult(OutputDecision.ALLOW, "output policy check skipped",
+                                     skipped=True, failed=True, error=str(exc))
+        return _result(doc)
+
+    async def check_content(self, req: OutputCheckRequest, content: str, *,
+                            timeout_s: float = CONTENT_TIMEOUT_S) -> OutputCheckResult:
+        try:
+            doc = await self._call(CHECK_CONTENT_METHOD, req.body(content), timeout_s)
+        except _CallError as exc:
+            if self.fail_mode is FailMode.OPEN:
+                return OutputCheckResult(OutputDecision.ALLOW,
+                                         f"output policy unavailable (fail-open): {exc}",
+                                         failed=True, error=str(exc))
+            return OutputCheckResult(OutputDecision.QUARANTINE,
+                                     f"output policy unavailable (fail-closed): {exc}",
+                                     failed=True, error=str(exc))
+        return _result(doc)
+
+    async def aclose(self) -> None:
+        channel, self._channel = self._channel, None
+        self._calls.clear()
+        if channel is not None:
+            await channel.close()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+    async def _call(self, method: str, body: dict[str, Any], timeout_s: float) -> Any:
+        admission = await self._breaker.allow()
+        if not admission.admitted:
+            raise _CallError(CIRCUIT_OPEN_REASON)
+        try:
+            doc = await self._rpc(method, body, timeout_s)
+        except _CallError:
+            await self._breaker.record_failure(admission)
+            raise
+        await self._breaker.record_success(admission)
+        return doc
+
+    def _connect(self) -> grpc.aio.Channel:
+        import grpc
+
+        if self._channel_factory is not None:
+            self._channel = self._channel_factory(self._addr)
+        else:
+            self._channel = grpc.aio.insecure_channel(self._addr, options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
+        self._calls.clear()
+        return self._channel
+
+    def _callable(self, method: str) -> Any:
+        channel = self._channel or self._connect()
+        if method not in self._calls:
+            self._calls[method] = channel.unary_unary(
+                method, request_serializer=encode, response_deserializer=decode)
+        return self._calls[method]
+
+    def _drop_channel(self, grace_s: float) -> None:
+        channel, self._channel = self._channel, None
+        self._calls.clear()
+        if channel is None:
+            return
+        # Calls still in flight on the old channel keep the rest of their deadline.
+        task = asyncio.ensure_future(channel.close(grace=grace_s))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _rpc(self, method: str, body: dict[str, Any], timeout_s: float) -> Any:
+        import grpc
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        retried = False
+        while True:
+            call = self._callable(method)
+            try:
+                return await call(body, timeout=max(deadline - loop.time(), 0.001))
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                if code in _transport_codes():
+                    self._drop_channel(timeout_s)
+                if (retried or code != grpc.StatusCode.UNAVAILABLE
+                        or deadline - loop.time() < _MIN_RETRY_S):
+                    detail = exc.details() or ""
+                    raise _CallError(f"{code.name}: {detail}" if detail else code.name) \
+                        from exc
+                retried = True
+            except Exception as exc:  # channel trouble, or a body that is not JSON
+                self._drop_channel(timeout_s)
+                raise _CallError(str(exc) or type(exc).__name__) from exc
+
+
+def _result(doc: Any) -> OutputCheckResult:
+    if not isinstance(doc, dict):
+        return OutputCheckResult(OutputDecision.QUARANTINE, "malformed output policy answer")
+    try:
+        decision = OutputDecision(str(doc.get("decision", "")).upper())
+    except ValueError:
+        # An answer this release cannot read must not let the output through.
+        decision = OutputDecision.QUARANTINE
+    redacted = doc.get("redacted_content")
+    return OutputCheckResult(decision, str(doc.get("reason") or ""),
+                             str(doc.get("rule_id") or ""),
+                             str(doc.get("policy_snapshot") or ""),
+                             redacted if isinstance(redacted, str) else None)
+
+
+@cache
+def _transport_codes() -> frozenset[Any]:
+    import grpc
+
+    return frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                      grpc.StatusCode.INTERNAL, grpc.StatusCode.CANCELLED})

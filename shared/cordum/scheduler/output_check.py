@@ -1,0 +1,236 @@
+"""The scheduler's side of the output policy: what happens to a SUCCEEDED result.
+
+Two phases, as in Cordum (engine wiring is the caller's):
+
+``sync_check`` — after the result status is SUCCEEDED, before the state is written.
+    Metadata only (the service's CheckMeta, 500 ms). An unreachable kernel is ALLOW
+    (fail-open, ``skipped``). QUARANTINE or DENY -> ``quarantine``: the caller
+    writes OUTPUT_QUARANTINED instead of SUCCEEDED. REDACT -> the redaction is
+    materialized: the result is read, sent to CheckContent (5 s), and the redacted
+    text stored at ``res:<job_id>:redacted`` (24 h); the verdict carries its
+    pointer, which replaces ``result_ptr``. Any failure on that path quarantines.
+
+``async_check`` — after SUCCEEDED has been written. The full content scan
+    (CheckContent, 30 s or the caller's shorter bound). Errors follow the output
+    fail mode (closed -> QUARANTINE). ``quarantine`` means: under the job lock, if
+    the job is still SUCCEEDED, move it to OUTPUT_QUARANTINED and emit the DLQ
+    entry with code :data:`ASYNC_QUARANTINE_CODE`. A REDACT decided here (a rule
+    with content patterns, which the meta phase cannot see) is stored like the sync
+    one and the verdict's ``result_ptr`` is the redacted pointer for the caller to
+    swap in; Cordum ignores a REDACT in this phase, leaving such rules without
+    effect. It is a coroutine; in Lambda the handler must await it before returning
+    (a task left pending is frozen with the container and may never finish).
+
+Both record the decision as JSON at ``job:<id>:output_decision`` (7 days); the
+same document (:meth:`OutputVerdict.record`) is what Cordum keeps in the job meta
+field ``output_safety``. A failed record write is logged, never raised: the
+decision itself has been made.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cordum import protocol
+from cordum.safety.output_client import (
+    CONTENT_TIMEOUT_S,
+    REDACT_TIMEOUT_S,
+    OutputCheckRequest,
+    OutputCheckResult,
+)
+from cordum.safety.output_policy import OutputDecision
+from cordum.safety.output_service import MAX_CONTENT_BYTES
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cordum.safety.output_client import OutputPolicyClient
+
+log = logging.getLogger("cordum.scheduler.output_check")
+
+QUARANTINE_REASON_CODE = "output_quarantined"
+"""DLQ error code of a sync quarantine (Cordum's outputPolicyReason)."""
+ASYNC_QUARANTINE_CODE = "output_quarantined_async"
+DEFAULT_QUARANTINE_REASON = "output quarantined by policy"
+REDACTED_TTL_S = 24 * 3600
+DECISION_TTL_S = 7 * 24 * 3600
+CONTENT_TYPE_LABEL = "content_type"
+
+
+class OutputStore(Protocol):
+    """The Redis commands used here (``redis.asyncio.Redis`` has them)."""
+
+    async def get(self, name: str) -> Any: ...
+    async def set(self, name: str, value: Any, ex: Any = None) -> Any: ...
+    async def strlen(self, name: str) -> Any: ...
+
+
+def redacted_key(job_id: str) -> str:
+    return f"{protocol.result_key(job_id)}:redacted"
+
+
+def decision_key(job_id: str) -> str:
+    return f"job:{job_id}:output_decision"
+
+
+@dataclass(frozen=True, slots=True)
+class OutputVerdict:
+    decision: OutputDecision
+    phase: str
+    """``sync`` or ``async``."""
+    quarantine: bool
+    """The caller must put the job in OUTPUT_QUARANTINED."""
+    reason: str = ""
+    rule_id: str = ""
+    policy_snapshot: str = ""
+    result_ptr: str = ""
+    """The pointer the job's result should carry: the redacted one after a REDACT."""
+    skipped: bool = False
+    """No answer from the kernel; the decision is the fail-open/-closed default."""
+
+    def record(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "decision": self.decision.value, "phase": self.phase,
+            "quarantined": self.quarantine, "reason": self.reason, "rule_id": self.rule_id,
+            "policy_snapshot": self.policy_snapshot, "skipped": self.skipped,
+            "checked_at": time.time_ns() // 1000}
+        if self.decision is OutputDecision.REDACT and not self.quarantine:
+            doc["redacted_ptr"] = self.result_ptr
+        return doc
+
+
+class OutputChecker:
+    def __init__(self, client: OutputPolicyClient, store: OutputStore) -> None:
+        self.client = client
+        self.store = store
+
+    async def sync_check(self, res: Any, topic: str, tenant: str, *,
+                         labels: Mapping[str, str] | None = None) -> OutputVerdict:
+        """The sync phase for a SUCCEEDED ``JobResult``; see the module docstring."""
+        req = await self._request(res.job_id, topic, tenant, res.result_ptr, labels)
+        meta = await self.client.check_meta(req)
+        if meta.decision in (OutputDecision.QUARANTINE, OutputDecision.DENY):
+            verdict = _verdict(meta, "sync", quarantine=True, result_ptr=res.result_ptr)
+        elif meta.decision is OutputDecision.REDACT:
+            verdict = await self._materialize(req, meta)
+        else:
+            verdict = _verdict(meta, "sync", quarantine=False, result_ptr=res.result_ptr)
+        await self._record(res.job_id, verdict)
+        return verdict
+
+    async def async_check(self, job_id: str, topic: str, tenant: str, result_ptr: str, *,
+                          labels: Mapping[str, str] | None = None,
+                          timeout_s: float = CONTENT_TIMEOUT_S) -> OutputVerdict:
+        """The content scan of a job already SUCCEEDED; ``timeout_s`` bounds the RPC
+        (pass less when the invocation has less time left)."""
+        req = await self._request(job_id, topic, tenant, result_ptr, labels)
+        content = await self._content(result_ptr)
+        text = "" if content is None else _scan_text(content)
+        result = await self.client.check_content(req, text, timeout_s=timeout_s)
+        if result.decision is OutputDecision.REDACT and not result.failed:
+            verdict = await self._store_redacted(req, result, "async")
+        else:
+            quarantine = result.decision in (OutputDecision.QUARANTINE, OutputDecision.DENY)
+            verdict = _verdict(result, "async", quarantine=quarantine, result_ptr=result_ptr)
+        await self._record(job_id, verdict)
+        return verdict
+
+    async def _materialize(self, req: OutputCheckRequest,
+                           meta: OutputCheckResult) -> OutputVerdict:
+        def failed(why: str) -> OutputVerdict:
+            return OutputVerdict(OutputDecision.QUARANTINE, "sync", True,
+                                 f"redaction failed: {why}", meta.rule_id,
+                                 meta.policy_snapshot, req.result_ptr)
+
+        content = await self._content(req.result_ptr)
+        if content is None:
+            return failed("result not found")
+        if len(content) > MAX_CONTENT_BYTES:
+            # The service sees at most this much; a partial redaction would drop the rest.
+            return failed(f"result larger than {MAX_CONTENT_BYTES} bytes")
+        result = await self.client.check_content(req, _text(content), timeout_s=REDACT_TIMEOUT_S)
+        if result.failed:
+            return failed(result.error or "output policy unavailable")
+        if result.decision in (OutputDecision.QUARANTINE, OutputDecision.DENY):
+            return _verdict(result, "sync", quarantine=True, result_ptr=req.result_ptr)
+        if result.decision is not OutputDecision.REDACT:
+            return failed("content check did not confirm the redaction")
+        return await self._store_redacted(req, result, "sync")
+
+    async def _store_redacted(self, req: OutputCheckRequest, result: OutputCheckResult,
+                              phase: str) -> OutputVerdict:
+        """Store the redacted text; a verdict pointing at it, or a quarantine."""
+        def failed(why: str) -> OutputVerdict:
+            return OutputVerdict(OutputDecision.QUARANTINE, phase, True,
+                                 f"redaction failed: {why}", result.rule_id,
+                                 result.policy_snapshot, req.result_ptr)
+
+        if result.redacted_content is None:
+            return failed("no redacted content returned")
+        key = redacted_key(req.job_id)
+        try:
+            await self.store.set(key, result.redacted_content.encode(), ex=REDACTED_TTL_S)
+        except Exception as exc:
+            log.warning("job %s: storing redacted result failed: %s", req.job_id, exc)
+            return failed(f"storing redacted result: {exc}")
+        return _verdict(result, phase, quarantine=False, result_ptr=protocol.pointer(key))
+
+    async def _request(self, job_id: str, topic: str, tenant: str, result_ptr: str,
+                       labels: Mapping[str, str] | None) -> OutputCheckRequest:
+        labels = dict(labels or {})
+        size = 0
+        if result_ptr:
+            try:
+                size = int(await self.store.strlen(protocol.key_from_pointer(result_ptr)))
+            except Exception as exc:  # the size only sharpens size rules; go on without
+                log.warning("job %s: result size unknown: %s", job_id, exc)
+        return OutputCheckRequest(job_id=job_id, topic=topic, tenant=tenant,
+                                  result_ptr=result_ptr,
+                                  content_type=labels.get(CONTENT_TYPE_LABEL, ""),
+                                  size_bytes=size, labels=labels)
+
+    async def _content(self, result_ptr: str) -> bytes | None:
+        if not result_ptr:
+            return None
+        try:
+            raw = await self.store.get(protocol.key_from_pointer(result_ptr))
+        except Exception as exc:
+            log.warning("reading result %s failed: %s", result_ptr, exc)
+            return None
+        if raw is None:
+            return None
+        return raw if isinstance(raw, bytes) else str(raw).encode()
+
+    async def _record(self, job_id: str, verdict: OutputVerdict) -> None:
+        try:
+            await self.store.set(decision_key(job_id), json.dumps(verdict.record()),
+                                 ex=DECISION_TTL_S)
+        except Exception as exc:
+            log.warning("job %s: recording output decision failed: %s", job_id, exc)
+
+
+def _verdict(result: OutputCheckResult, phase: str, *, quarantine: bool,
+             result_ptr: str) -> OutputVerdict:
+    reason = result.reason
+    if quarantine and not reason:
+        reason = DEFAULT_QUARANTINE_REASON
+    return OutputVerdict(result.decision, phase, quarantine, reason, result.rule_id,
+                         result.policy_snapshot, result_ptr, result.failed)
+
+
+def _text(content: bytes) -> str:
+    return content.decode("utf-8", "replace")
+
+
+def _scan_text(content: bytes) -> str:
+    """The first MAX_CONTENT_BYTES of ``content`` as text that still fits the limit
+    once re-encoded (each undecodable byte becomes a 3-byte U+FFFD)."""
+    text = _text(content[:MAX_CONTENT_BYTES])
+    encoded = text.encode()
+    if len(encoded) > MAX_CONTENT_BYTES:
+        text = encoded[:MAX_CONTENT_BYTES].decode("utf-8", "ignore")
+    return text
