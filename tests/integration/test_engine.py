@@ -765,3 +765,16 @@ def test_a_job_still_waiting_moves_to_the_young_end_of_its_index(harness):
     assert outcome.action == "waiting"
     score = loop.run_until_complete(h.redis.zscore("job:index:pending", job_id))
     assert score > 10**15  # now, in microseconds: no longer at the head of the replayer's page
+
+
+def test_no_worker_on_a_cached_snapshot_is_checked_on_a_fresh_read(harness):
+    """A container that read the snapshot before a worker came online must not leave
+    the next job waiting for the replayer: a miss is checked once on a fresh read."""
+    loop, h = harness
+    h.engine._registry = SnapshotRegistry(h.redis, key=h.snapshot_key, max_age_s=60)
+    first = loop.run_until_complete(h.engine.handle_request(request_on(h, "job.default",
+                                                                       f"a-{h.unique}")))
+    assert first.action == "waiting"  # no worker yet; the empty snapshot is now cached
+    loop.run_until_complete(h.add_worker())
+    second = loop.run_until_complete(h.engine.handle_request(h.request()))
+    assert second.action == "dispatched" and second.detail == h.worker_id

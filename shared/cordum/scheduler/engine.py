@@ -359,12 +359,21 @@ class Engine:
         return replace(verdict, decision=Decision.ALLOW, rule_id="fail-open")
 
     async def _pick(self, req: protocol.JobRequest, attempts: int) -> str:
-        """The subject to dispatch on; a stale pick is retried on a fresh snapshot."""
+        """The subject to dispatch on. A stale pick, or no worker on this container's
+        copy of the snapshot (up to 5 s old), is tried again on a fresh read: a worker
+        that just came online must not leave the job waiting for the replayer."""
         last: Exception | None = None
+        refreshed = False
         for _ in range(MAX_DISPATCH_PICKS):
             workers = await self._registry.workers(refresh=last is not None)
+            refreshed = refreshed or last is not None
             try:
                 subject = self._strategy.pick(req, workers)
+            except RetryAfter as exc:
+                last = exc
+                if refreshed:
+                    break
+                continue
             except Exception as exc:
                 last = exc
                 break
