@@ -298,12 +298,16 @@ def start_services(values: dict[str, str], outputs: dict[str, str]) -> None:
         spawn(
             name,
             argv[name],
-            {**env, "WORKER_ID": f"echo-{socket.gethostname()}"} if name == "echo-worker" else env,
+            {**env, "WORKER_ID": echo_worker_id()} if name == "echo-worker" else env,
         )
     time.sleep(1.0)
     for name in SERVICES:
         if read_pid(name) is None:
             fail(f"{name} exited at start; last log lines:\n{tail(LOGS / f'{name}.log')}")
+
+
+def echo_worker_id() -> str:
+    return f"echo-{socket.gethostname()}"
 
 
 def config_dir() -> Path:
@@ -335,15 +339,29 @@ def http(
         return status, raw
 
 
-def wait_for_worker(values: dict[str, str], timeout: float = 30.0) -> None:
+def _seen_since(worker: dict, since: float) -> bool:
+    from datetime import datetime
+
+    stamp = worker.get("last_heartbeat") or ""
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() >= since
+    except ValueError:
+        return False
+
+
+def wait_for_worker(values: dict[str, str], worker_id: str, timeout: float = 30.0) -> None:
     import redis
 
     client = redis.Redis.from_url(values["REDIS_URL"])
+    started = time.time()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        # Our worker, heard from since it was started: the snapshot key may still hold
+        # workers of an earlier run.
         raw = client.get("sys:workers:snapshot")
-        if raw and json.loads(raw).get("workers"):
-            return
+        for worker in (json.loads(raw).get("workers") or []) if raw else []:
+            if worker.get("worker_id") == worker_id and _seen_since(worker, started - 1):
+                return
         time.sleep(0.5)
     fail(
         "no worker appeared in sys:workers:snapshot; see .cordum/logs/bridge.log and "
@@ -424,7 +442,7 @@ def up(run_demo: bool = True) -> dict[str, str]:
 
     start_services(values, outputs)
     step("waiting for the worker's first heartbeat in the registry snapshot")
-    wait_for_worker(values)
+    wait_for_worker(values, echo_worker_id())
     print(
         f"\nCordum Serverless is up.\n  API: {values['CORDUM_API_URL']}\n"
         f"  env: {ENV_FILE}  (source it: set -a; . {ENV_FILE}; set +a)\n",

@@ -56,13 +56,13 @@ class FlushPolicy:
     limit: int = 200
     """Oldest jobs read per state (Cordum's ListJobsByState limit); the pending
     replayer covers whatever lies beyond."""
-    min_age_s: float = 3.0
+    min_age_s: float = 0.0
     """Jobs that entered their state less than this long ago are left alone.
     Cordum replays only jobs older than 5 minutes; here every waiting job is
-    replayed except the ones a submit invocation may be handling right now: a
-    job that turned PENDING or SCHEDULED seconds ago is in most cases still
-    under that invocation's job lock, and sending it again would only make a
-    second invocation wait on the lock and find nothing to do."""
+    replayed. A job turned PENDING a moment before the pool came online is the
+    one that most needs it (it was left waiting on a snapshot without the new
+    worker); one still under a submit invocation's job lock costs that second
+    invocation a wait on the lock and a no-op, nothing more."""
     settle_s: float = 0.5
     """Pause between the transition and the listing, so that the worker
     snapshot the submit Lambda reads names the new worker before the replayed
