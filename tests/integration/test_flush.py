@@ -323,7 +323,7 @@ def test_flush_takes_the_pools_waiting_jobs_and_leaves_the_others() -> None:
             assert len(await env.stored()) == 4
 
             # And a second flush within the dedup window adds nothing to the stream
-            await env.flusher().flush(env.pool)
+            await env.flusher(FlushPolicy(settle_s=0.0, min_age_s=3.0)).flush(env.pool)
             assert len(await env.stored()) == 4
 
     run(scenario())
@@ -378,5 +378,15 @@ def test_concurrent_transitions_of_one_pool_flush_once() -> None:
             assert third is not None and third is not first
             await third
             await flusher.close()
+
+    run(scenario())
+
+
+def test_by_default_a_job_that_turned_waiting_a_moment_ago_is_flushed_too() -> None:
+    async def scenario() -> None:
+        async with flush_env() as env:
+            fresh = await env.job("just-now", age_s=0.2)
+            await env.flusher(FlushPolicy(settle_s=0.0)).flush(env.pool)
+            assert [job_id for job_id, _ in env.publisher.sent] == [fresh]
 
     run(scenario())
