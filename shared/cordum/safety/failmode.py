@@ -1,8 +1,10 @@
-"""What the scheduler does when the input policy check is UNAVAILABLE.
+"""What the scheduler does when a policy check cannot be made.
 
-``closed`` (the default): the job waits and is retried. ``open``: the job goes on as
-if allowed, labelled as having bypassed safety. Environment variable
-``POLICY_CHECK_FAIL_MODE`` wins over ``input_policy.fail_mode`` in safety.yaml.
+Input (the kernel is UNAVAILABLE): ``closed`` (the default) retries the job later,
+``open`` lets it go on labelled as having bypassed safety; POLICY_CHECK_FAIL_MODE
+wins over ``input_policy.fail_mode`` in safety.yaml. Output (the content check
+failed): ``closed`` (the default) quarantines, ``open`` allows;
+OUTPUT_POLICY_FAIL_MODE wins over ``output_policy.fail_mode``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 INPUT_FAIL_MODE_ENV = "POLICY_CHECK_FAIL_MODE"
+OUTPUT_FAIL_MODE_ENV = "OUTPUT_POLICY_FAIL_MODE"
 
 
 class FailMode(StrEnum):
@@ -27,25 +30,37 @@ class FailMode(StrEnum):
 
 def input_fail_mode(env: Mapping[str, str] | None = None,
                     config_dir: Path | None = None) -> FailMode:
-    """The input fail mode; read it once per process, at start.
+    """The input fail mode (POLICY_CHECK_FAIL_MODE over ``input_policy.fail_mode``)."""
+    return fail_mode("input_policy", INPUT_FAIL_MODE_ENV, env, config_dir)
+
+
+def output_fail_mode(env: Mapping[str, str] | None = None,
+                     config_dir: Path | None = None) -> FailMode:
+    """The output fail mode (OUTPUT_POLICY_FAIL_MODE over ``output_policy.fail_mode``)."""
+    return fail_mode("output_policy", OUTPUT_FAIL_MODE_ENV, env, config_dir)
+
+
+def fail_mode(section: str, env_var: str, env: Mapping[str, str] | None = None,
+              config_dir: Path | None = None) -> FailMode:
+    """A fail mode; read it once per process, at start.
 
     A value other than open/closed is a configuration error, not a silent default:
-    a typo must not decide whether unchecked jobs run. A missing safety.yaml (or a
-    file without ``input_policy``) means closed.
+    a typo must not decide whether unchecked work goes on. A missing safety.yaml (or
+    a file without the section) means closed.
     """
     env = os.environ if env is None else env
-    raw = env.get(INPUT_FAIL_MODE_ENV, "").strip()
+    raw = env.get(env_var, "").strip()
     if raw:
-        return _parse(raw, INPUT_FAIL_MODE_ENV)
+        return _parse(raw, env_var)
     path = (config_dir or load_settings(dict(env)).config_dir) / "safety.yaml"
     if not path.is_file():
         return FailMode.CLOSED
     doc = load_yaml(path)
-    policy = doc.get("input_policy") if isinstance(doc, dict) else None
+    policy = doc.get(section) if isinstance(doc, dict) else None
     value = policy.get("fail_mode") if isinstance(policy, dict) else None
     if value is None or str(value).strip() == "":
         return FailMode.CLOSED
-    return _parse(str(value), f"{path}: input_policy.fail_mode")
+    return _parse(str(value), f"{path}: {section}.fail_mode")
 
 
 def _parse(value: str, where: str) -> FailMode:

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from cordum.config import ConfigError, load_settings, load_yaml
+from cordum.config import ConfigError
 from cordum.safety.breaker import OUTPUT_BREAKER_KEY, CircuitBreaker
-from cordum.safety.failmode import FailMode
+from cordum.safety.failmode import FailMode, output_fail_mode
 from cordum.safety.output_policy import OutputDecision
 from cordum.safety.output_service import (
     CHECK_CONTENT_METHOD,
@@ -40,13 +40,11 @@ from cordum.safety.output_service import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from pathlib import Path
 
     import grpc.aio
 
     from cordum.safety.breaker import Breaker
 
-OUTPUT_FAIL_MODE_ENV = "OUTPUT_POLICY_FAIL_MODE"
 META_TIMEOUT_ENV = "CORDUM_OUTPUT_META_TIMEOUT_MS"
 META_TIMEOUT_S = 0.5
 REDACT_TIMEOUT_S = 5.0
@@ -91,25 +89,6 @@ class OutputCheckResult:
     error: str = ""
 
 
-def output_fail_mode(env: Mapping[str, str] | None = None,
-                     config_dir: Path | None = None) -> FailMode:
-    """The output fail mode; read it once per process, at start. A value other than
-    open/closed is a configuration error."""
-    env = os.environ if env is None else env
-    raw = env.get(OUTPUT_FAIL_MODE_ENV, "").strip()
-    if raw:
-        return _parse_mode(raw, OUTPUT_FAIL_MODE_ENV)
-    path = (config_dir or load_settings(dict(env)).config_dir) / "safety.yaml"
-    if not path.is_file():
-        return FailMode.CLOSED
-    doc = load_yaml(path)
-    section = doc.get("output_policy") if isinstance(doc, dict) else None
-    value = section.get("fail_mode") if isinstance(section, dict) else None
-    if value is None or not str(value).strip():
-        return FailMode.CLOSED
-    return _parse_mode(str(value), f"{path}: output_policy.fail_mode")
-
-
 def meta_timeout_s(env: Mapping[str, str] | None = None) -> float:
     """``CORDUM_OUTPUT_META_TIMEOUT_MS`` in seconds, else :data:`META_TIMEOUT_S`."""
     env = os.environ if env is None else env
@@ -123,13 +102,6 @@ def meta_timeout_s(env: Mapping[str, str] | None = None) -> float:
     if ms <= 0:
         raise ConfigError(f"{META_TIMEOUT_ENV}: must be positive, got {ms}")
     return ms / 1000
-
-
-def _parse_mode(value: str, where: str) -> FailMode:
-    try:
-        return FailMode(value.strip().lower())
-    except ValueError:
-        raise ConfigError(f"{where}: must be open or closed, got {value!r}") from None
 
 
 class _CallError(Exception):

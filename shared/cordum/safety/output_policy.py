@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-from cordum.safety.policy import PolicyError
+from cordum.safety.policy import PolicyError, unique_rule_ids
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -201,12 +201,7 @@ class _OutputSections(BaseModel):
     @field_validator("output_rules")
     @classmethod
     def _unique_ids(cls, v: list[OutputRule]) -> list[OutputRule]:
-        seen: set[str] = set()
-        for rule in v:
-            if rule.id in seen:
-                raise ValueError(f"duplicate rule id {rule.id!r}")
-            seen.add(rule.id)
-        return v
+        return unique_rule_ids(v)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -63,6 +63,20 @@ DEFAULT_RULE_ID = "default"
 VELOCITY_KEY_FIELDS = ("actor_id", "actor_type", "tenant", "topic", "pack_id", "capability")
 """Names a velocity ``key`` part may use, besides ``labels.<name>``."""
 
+
+
+_R = TypeVar("_R")
+
+
+def unique_rule_ids(rules: list[_R]) -> list[_R]:
+    """``rules`` as given; ValueError naming the first id used twice."""
+    seen: set[str] = set()
+    for rule in rules:
+        rule_id = rule.id  # type: ignore[attr-defined]
+        if rule_id in seen:
+            raise ValueError(f"duplicate rule id {rule_id!r}")
+        seen.add(rule_id)
+    return rules
 
 class PolicyError(ConfigError):
     """safety.yaml cannot be read or does not describe a valid policy."""
@@ -336,12 +350,7 @@ class PolicyDocument(BaseModel):
     @field_validator("rules")
     @classmethod
     def _unique_ids(cls, v: list[Rule]) -> list[Rule]:
-        seen: set[str] = set()
-        for rule in v:
-            if rule.id in seen:
-                raise ValueError(f"duplicate rule id {rule.id!r}")
-            seen.add(rule.id)
-        return v
+        return unique_rule_ids(v)
 
 
 @dataclass(frozen=True, slots=True)
