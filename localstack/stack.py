@@ -26,6 +26,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,53 +173,34 @@ def ensure_binary(binary: str, package: str) -> str:
 
 
 def ensure_redis(url: str) -> None:
-    host, port = host_port(url, 6379)
-    if answers(host, port):
-        step(f"Redis answers at {host}:{port}")
-        return
-    if host not in ("127.0.0.1", "localhost"):
-        fail(f"nothing answers at REDIS_URL={url}")
-    binary = ensure_binary("redis-server", "redis-server")
-    data = STATE / "redis"
-    data.mkdir(parents=True, exist_ok=True)
-    step(f"starting Redis on {host}:{port}")
-    spawn(
-        "redis",
-        [
-            binary,
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(data),
-        ],
-        dict(os.environ),
-    )
-    wait_for(lambda: answers(host, port), 15, "Redis", LOGS / "redis.log")
+    ensure_server("redis", "Redis", "REDIS_URL", url, 6379, lambda binary, port, data: [
+        binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+        "--appendonly", "no", "--dir", str(data)])
 
 
 def ensure_nats(url: str) -> None:
-    host, port = host_port(url, 4222)
+    ensure_server("nats", "NATS with JetStream", "NATS_URL", url, 4222,
+                  lambda binary, port, data: [
+                      binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(data)])
+
+
+def ensure_server(name: str, label: str, env_var: str, url: str, default_port: int,
+                  argv: Callable[[str, int, Path], list[str]]) -> None:
+    """Use what answers at ``url``; else start ``<name>-server`` on loopback (the
+    Debian package of that name is installed when missing). A remote URL that does
+    not answer is an error: we only start servers on this machine."""
+    host, port = host_port(url, default_port)
     if answers(host, port):
-        step(f"NATS answers at {host}:{port}")
+        step(f"{label} answers at {host}:{port}")
         return
     if host not in ("127.0.0.1", "localhost"):
-        fail(f"nothing answers at NATS_URL={url}")
-    binary = ensure_binary("nats-server", "nats-server")
-    data = STATE / "nats"
+        fail(f"nothing answers at {env_var}={url}")
+    binary = ensure_binary(f"{name}-server", f"{name}-server")
+    data = STATE / name
     data.mkdir(parents=True, exist_ok=True)
-    step(f"starting NATS with JetStream on {host}:{port}")
-    spawn(
-        "nats",
-        [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(data)],
-        dict(os.environ),
-    )
-    wait_for(lambda: answers(host, port), 15, "NATS", LOGS / "nats.log")
+    step(f"starting {label} on {host}:{port}")
+    spawn(name, argv(binary, port, data), dict(os.environ))
+    wait_for(lambda: answers(host, port), 15, label, LOGS / f"{name}.log")
 
 
 def wait_for(check, timeout: float, what: str, log: Path | None = None) -> None:
