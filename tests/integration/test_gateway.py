@@ -8,6 +8,7 @@ import pytest
 
 from cordum import config, runtime
 from cordum.gateway import app as gateway
+from cordum.gateway import deps
 from tests.conftest import NATS_URL, REDIS_URL
 
 API_KEY = "test-key-123"
@@ -42,8 +43,7 @@ def configure(monkeypatch, redis_url=REDIS_URL, nats_url=NATS_URL):
     monkeypatch.setenv("CORDUM_STORE_TIMEOUT_S", "0.5")
     monkeypatch.setenv("CORDUM_PUBLISH_TIMEOUT_S", "0.5")
     config.settings.cache_clear()
-    gateway._authenticator.cache_clear()
-    gateway._jobs.cache_clear()
+    deps.reset()
     runtime.reset()
 
 
@@ -65,7 +65,7 @@ def api(monkeypatch):
     runtime.run(ensure_stream(runtime.run(runtime.jetstream())))
     yield
     config.settings.cache_clear()
-    gateway._jobs.cache_clear()
+    deps.reset()
     runtime.reset()
 
 
@@ -98,7 +98,7 @@ def test_get_job_answers_detail_and_hides_other_tenants(api, monkeypatch):
     # A key bound to another tenant sees 403, an unknown id 404.
     monkeypatch.setenv("CORDUM_API_KEYS", json.dumps([
         {"key": API_KEY, "tenant": TENANT}, {"key": "other", "tenant": "globex"}]))
-    gateway._authenticator.cache_clear()
+    deps.reset()
     status, err, _ = call(event("GET", f"/api/v1/jobs/{body['job_id']}",
                                 headers={"X-API-Key": "other", "X-Tenant-ID": "globex"}))
     assert status == 403 and err == {"error": "tenant access denied",
@@ -185,7 +185,7 @@ def test_cancel_unknown_or_foreign_job(api, monkeypatch):
     _, body = call(event("POST", "/api/v1/jobs", {"prompt": "mine"}))[:2]
     monkeypatch.setenv("CORDUM_API_KEYS", json.dumps([
         {"key": API_KEY, "tenant": TENANT}, {"key": "other", "tenant": "globex"}]))
-    gateway._authenticator.cache_clear()
+    deps.reset()
     status, _, _ = call(event("POST", f"/api/v1/jobs/{body['job_id']}/cancel",
                               headers={"X-API-Key": "other", "X-Tenant-ID": "globex"}))
     assert status == 403
