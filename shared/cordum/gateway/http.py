@@ -11,7 +11,7 @@ from cordum.gateway import deps
 from cordum.gateway.errors import ApiError
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+    from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
     from cordum.gateway.auth import Principal
 
@@ -23,12 +23,12 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
                     body=json.dumps(body, separators=(",", ":")), headers=headers or {})
 
 
-def headers(event: APIGatewayProxyEvent) -> dict[str, str]:
+def headers(event: BaseProxyEvent) -> dict[str, str]:
     """The request's headers with lower-case names."""
     return {k.lower(): v for k, v in (event.headers or {}).items()}
 
 
-def principal(event: APIGatewayProxyEvent) -> Principal:
+def principal(event: BaseProxyEvent) -> Principal:
     """The caller, authenticated (401) and authorised for the tenant asked for (403)."""
     return deps.authenticator().authenticate(headers(event))
 
@@ -39,7 +39,7 @@ def require_role(who: Principal, *roles: str) -> None:
         raise ApiError(403, "forbidden", "forbidden")
 
 
-def json_body(event: APIGatewayProxyEvent, *, required: bool = True) -> dict[str, Any]:
+def json_body(event: BaseProxyEvent, *, required: bool = True) -> dict[str, Any]:
     raw = event.body
     if not raw:
         if not required:
@@ -54,11 +54,11 @@ def json_body(event: APIGatewayProxyEvent, *, required: bool = True) -> dict[str
     return body
 
 
-def query(event: APIGatewayProxyEvent, name: str, default: str = "") -> str:
+def query(event: BaseProxyEvent, name: str, default: str = "") -> str:
     return (event.query_string_parameters or {}).get(name) or default
 
 
-def limit(event: APIGatewayProxyEvent, default: int = 50, maximum: int = 1000) -> int:
+def limit(event: BaseProxyEvent, default: int = 50, maximum: int = 1000) -> int:
     """The ``limit`` query parameter: 400 unless a positive integer; clamped to ``maximum``."""
     raw = query(event, "limit")
     if not raw:
