@@ -9,4 +9,4 @@ _delayer = VisibilityDelayer(queue_url("RESULT_QUEUE_URL"))
 
 
 def handler(event, context):
-    return process_batch(event, default_engine().handle_result, _delayer)
+    return process_batch(event, default_engine().handle_result, _delayer, context)

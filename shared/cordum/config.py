@@ -35,6 +35,8 @@ class Settings(BaseModel):
     store_timeout_s: float = Field(default=2.0, gt=0)
     publish_timeout_s: float = Field(default=2.0, gt=0)
     safety_timeout_s: float = Field(default=2.0, gt=0)
+    # Cordum's OUTPUT_POLICY_ENABLED: check SUCCEEDED results against output_rules.
+    output_policy_enabled: bool = False
 
     @field_validator("redis_url")
     @classmethod
@@ -59,6 +61,7 @@ _ENV = {
     "store_timeout_s": "CORDUM_STORE_TIMEOUT_S",
     "publish_timeout_s": "CORDUM_PUBLISH_TIMEOUT_S",
     "safety_timeout_s": "CORDUM_SAFETY_TIMEOUT_S",
+    "output_policy_enabled": "OUTPUT_POLICY_ENABLED",
 }
 
 

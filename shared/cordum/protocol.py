@@ -54,12 +54,15 @@ if TYPE_CHECKING:
 
     class Heartbeat(_Message): ...
 
+    class JobProgress(_Message): ...
+
 else:
     BusPacket = buspacket_pb2.BusPacket
     JobRequest = job_pb2.JobRequest
     JobResult = job_pb2.JobResult
     JobCancel = job_pb2.JobCancel
     Heartbeat = heartbeat_pb2.Heartbeat
+    JobProgress = job_pb2.JobProgress
 JobStatus = job_pb2.JobStatus
 JobPriority = job_pb2.JobPriority
 
@@ -71,6 +74,7 @@ SUBJECT_CANCEL = "sys.job.cancel"
 SUBJECT_HEARTBEAT = "sys.heartbeat"
 SUBJECT_DLQ = "sys.job.dlq"
 SUBJECT_PROGRESS = "sys.job.progress"
+SUBJECT_AUDIT_OUTPUT = "sys.audit.output_policy"
 
 SENDER_GATEWAY = "api-gateway-http"
 SENDER_SCHEDULER = "cordum-scheduler"
@@ -121,6 +125,7 @@ def packet(
     job_result: JobResult | None = None,
     job_cancel: JobCancel | None = None,
     heartbeat: Heartbeat | None = None,
+    job_progress: JobProgress | None = None,
 ) -> BusPacket:
     """A BusPacket that CAP workers accept: trace, sender, created_at, version 1."""
     msg = BusPacket(trace_id=trace_id, sender_id=sender_id, protocol_version=PROTOCOL_VERSION)
@@ -133,6 +138,8 @@ def packet(
         msg.job_cancel.CopyFrom(job_cancel)
     elif heartbeat is not None:
         msg.heartbeat.CopyFrom(heartbeat)
+    elif job_progress is not None:
+        msg.job_progress.CopyFrom(job_progress)
     return msg
 
 

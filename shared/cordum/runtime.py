@@ -11,6 +11,8 @@ checked at the start of each use and rebuilt when it is closed.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cordum.config import Settings, settings
@@ -27,6 +29,16 @@ T = TypeVar("T")
 _loop: asyncio.AbstractEventLoop | None = None
 _redis: redis.asyncio.Redis | None = None
 _nats: nats.aio.client.Client | None = None
+
+invocation_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "invocation_deadline", default=None)
+"""When the running invocation ends (``time.monotonic()`` scale); None outside Lambda."""
+
+
+def time_left(default: float) -> float:
+    """Seconds until the invocation ends, or ``default`` when no deadline is set."""
+    deadline = invocation_deadline.get()
+    return default if deadline is None else deadline - time.monotonic()
 
 
 def loop() -> asyncio.AbstractEventLoop:

@@ -16,6 +16,7 @@ import binascii
 import logging
 import math
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from cordum import runtime
@@ -68,6 +69,7 @@ def process_batch(
     event: dict[str, Any],
     handle: Callable[[bytes], Awaitable[Outcome]],
     delayer: VisibilityDelayer,
+    context: Any = None,
 ) -> dict[str, list[dict[str, str]]]:
     """The partial batch response: ``{"batchItemFailures": [{"itemIdentifier": id}, ...]}``.
 
@@ -77,6 +79,9 @@ def process_batch(
     to; it also costs about 190 ms of import at cold start.)
     """
     records = event.get("Records") or []
+    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
+        runtime.invocation_deadline.set(
+            time.monotonic() + context.get_remaining_time_in_millis() / 1000)
 
     async def on_record(record: dict[str, Any]) -> bool:
         message_id = record.get("messageId", "?")

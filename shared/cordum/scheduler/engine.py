@@ -9,17 +9,25 @@ queue's redrive move it to the DLQ).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from cordum import protocol
+from cordum import protocol, runtime
 from cordum.metrics import METRICS
 from cordum.safety.client import Decision, SafetyVerdict
+from cordum.safety.output_client import CONTENT_TIMEOUT_S
 from cordum.scheduler.constraints import apply_constraints, constraints_json, parse_constraints
 from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
+from cordum.scheduler.output_check import (
+    ASYNC_QUARANTINE_CODE,
+    DECISION_TTL_S,
+    QUARANTINE_REASON_CODE,
+    decision_key,
+)
 from cordum.scheduler.saga import InvalidCompensation
 from cordum.store.errors import InvalidTransition, StoreError
 from cordum.store.jobs import (
@@ -36,6 +44,7 @@ if TYPE_CHECKING:
 
     from cordum.bus.publisher import NatsPublisher
     from cordum.safety.client import SafetyClient
+    from cordum.scheduler.output_check import OutputChecker, OutputVerdict, Prefetched
     from cordum.scheduler.registry import SnapshotRegistry
     from cordum.store.jobs import JobStore, TransitionResult
 
@@ -49,6 +58,10 @@ MAX_SCHEDULING_RETRIES = 50
 MAX_DISPATCH_PICKS = 3
 """Re-picks when the chosen worker turns out stale."""
 DLQ_PUBLISH_RETRY_S = 0.5
+OUTPUT_MARGIN_S = 2.0
+"""Time kept back from the content check for the writes after it."""
+QUARANTINE_RETRY_S = (1.0, 2.0)
+"""Pauses between the tries of an async quarantine (3 tries, as Cordum)."""
 
 DISPATCHABLE_FROM = (NO_STATE, JobState.PENDING, JobState.SCHEDULED, JobState.RETRYING,
                      JobState.APPROVAL_REQUIRED)
@@ -121,6 +134,7 @@ class Engine:
         saga: Any = None,
         rollback: Any = None,
         requests: Any = None,
+        output: OutputChecker | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -133,6 +147,8 @@ class Engine:
         self._saga = saga
         self._rollback = rollback
         self._requests = requests
+        self._output = output
+        """The output policy checker; None when OUTPUT_POLICY_ENABLED is off."""
 
     @property
     def store(self) -> JobStore:
@@ -477,26 +493,152 @@ class Engine:
         if state.terminal and state is not JobState.SUCCEEDED:
             dlq = {"status": protocol.JobStatus.Name(res.status).removeprefix("JOB_STATUS_"),
                    "reason": res.error_message, "reason_code": res.error_code}
-        result = await self._transition_result(res.job_id, [state], OPEN_STATES, fields, dlq)
+        scan: _OutputScan | None = None
+        records = None
+        if state is JobState.SUCCEEDED and self._output is not None:
+            scan = await self._output_sync(res)
+            fields.update(scan.fields())
+            records = scan.records()
+            if scan.verdict.quarantine:
+                state = JobState.OUTPUT_QUARANTINED
+                dlq = {"topic": scan.topic, "status": JobState.DENIED.value,
+                       "reason": scan.verdict.reason, "reason_code": QUARANTINE_REASON_CODE}
+            elif scan.verdict.result_ptr:
+                fields["result_ptr"] = scan.verdict.result_ptr
+        result = await self._transition_result(res.job_id, [state], OPEN_STATES, fields, dlq,
+                                               records=records)
         if result is not None and result.workflow_id and (
             result.applied or result.previous == state.value
         ):
             # Also on a redelivery that finds the state already written: recording is
             # idempotent per job and a second rollback trigger finds nothing to undo.
-            await self._saga_step(res, state, result.workflow_id)
+            await self._saga_step(res, state, result.workflow_id,
+                                  scan.request if scan is not None else None)
+        if scan is not None and state is JobState.SUCCEEDED and result is not None and (
+            result.applied or result.previous == state.value
+        ):
+            # The content scan, awaited here: a task left running after the handler
+            # returns is frozen with the container. A redelivery scans again (a lost
+            # invocation must not skip it); a quarantine applies once.
+            await self._output_async(res.job_id, scan)
         if result is None or not result.applied:
             # Terminal already (a duplicate or a late result) or unknown: ignored.
             return Outcome(res.job_id, "ignored", detail="job is terminal or unknown")
         if state.terminal:
             METRICS.count("jobs_completed", topic=fields.get("topic", ""), status=state.value)
-        if dlq is not None:
+        if scan is not None and scan.verdict.quarantine:
+            await self._audit_output(res.job_id, scan.verdict)
+            await self._publish_dlq(res.job_id, JobState.DENIED.value, scan.verdict.reason,
+                                    QUARANTINE_REASON_CODE)
+        elif dlq is not None:
             await self._publish_dlq(res.job_id, state.value, res.error_message, res.error_code)
         return Outcome(res.job_id, "recorded", state.value)
 
-    async def _saga_step(self, res: protocol.JobResult, state: JobState, workflow_id: str) -> None:
+    # ------------------------------------------------------------ output policy
+
+    async def _output_sync(self, res: protocol.JobResult) -> _OutputScan:
+        """The metadata check of a SUCCEEDED result, before its state is written."""
+        assert self._output is not None
+        started = time.monotonic()
+        pre = await self._output.prefetch(res.job_id, res.result_ptr)
+        req = pre.request
+        topic = (req.topic if req is not None else "") or "unknown"
+        tenant = tenant_of(req) if req is not None else ""
+        labels = dict(req.labels) if req is not None else {}
+        verdict = await self._output.sync_check(res, topic, tenant, labels=labels,
+                                                prefetched=pre, record=False)
+        self._output_metrics(verdict, topic, started)
+        return _OutputScan(res.job_id, topic, tenant, labels, res.result_ptr, pre, verdict)
+
+    async def _output_async(self, job_id: str, scan: _OutputScan) -> None:
+        """The content check of a job now SUCCEEDED (Cordum's async phase)."""
+        assert self._output is not None
+        started = time.monotonic()
+        timeout = min(CONTENT_TIMEOUT_S, runtime.time_left(CONTENT_TIMEOUT_S) - OUTPUT_MARGIN_S)
+        if timeout <= 0:
+            # No time left in this invocation: fail as the kernel being slow would.
+            log.warning("job %s: no time left for the output content check", job_id)
+            timeout = 0.001
+        verdict = await self._output.async_check(
+            job_id, scan.topic, scan.tenant, scan.verdict.result_ptr or scan.result_ptr,
+            labels=scan.labels, timeout_s=timeout, prefetched=scan.prefetched, record=False)
+        self._output_metrics(verdict, scan.topic, started)
+        done = replace(scan, verdict=verdict)
+        if verdict.quarantine:
+            await self._quarantine_async(job_id, done)
+            return
+        fields = done.fields()
+        if verdict.result_ptr and verdict.result_ptr != scan.result_ptr:
+            fields["result_ptr"] = verdict.result_ptr
+        try:
+            await self._store.put_records(job_id, fields, done.records())
+        except StoreError as exc:  # the decision stands; only its record is missing
+            log.warning("job %s: output decision not recorded: %s", job_id, exc)
+
+    async def _quarantine_async(self, job_id: str, scan: _OutputScan) -> None:
+        """SUCCEEDED -> OUTPUT_QUARANTINED under the job lock, at most 3 tries."""
+        verdict = scan.verdict
+        dlq = {"topic": scan.topic, "status": JobState.DENIED.value, "reason": verdict.reason,
+               "reason_code": ASYNC_QUARANTINE_CODE}
+        error = ""
+        for attempt, pause in enumerate((*QUARANTINE_RETRY_S, None)):
+            try:
+                async with self._job_lock(job_id):
+                    result = await self._store.transition(
+                        job_id, [JobState.OUTPUT_QUARANTINED], only_from=(JobState.SUCCEEDED,),
+                        fields=scan.fields(), dlq=dlq, records=scan.records())
+            except (StoreError, RetryAfter, InvalidTransition) as exc:
+                error = str(exc)
+                log.warning("job %s: async quarantine try %d failed: %s", job_id, attempt + 1,
+                            exc)
+                if pause is not None:
+                    await asyncio.sleep(pause)
+                continue
+            if result.applied:
+                await self._audit_output(job_id, verdict)
+                await self._publish_dlq(job_id, JobState.DENIED.value, verdict.reason,
+                                        ASYNC_QUARANTINE_CODE)
+            return
+        # The job stays SUCCEEDED: say so loudly, on the DLQ subject operators watch.
+        log.error("job %s: output quarantined by policy but the state was not changed: %s",
+                  job_id, error)
+        await self._publish_dlq(job_id, JobState.FAILED.value,
+                                f"quarantine_state_failed: {error}", "quarantine_failed")
+
+    def _job_lock(self, job_id: str) -> Any:
+        if self._locks is None:
+            return contextlib.nullcontext()
+        return self._locks.job_lock(job_id)
+
+    async def _audit_output(self, job_id: str, verdict: OutputVerdict) -> None:
+        from cordum.safety.output_policy import OutputDecision
+
+        status = (protocol.JobStatus.JOB_STATUS_SUCCEEDED
+                  if verdict.decision is OutputDecision.REDACT
+                  else protocol.JobStatus.JOB_STATUS_DENIED)
+        progress = protocol.JobProgress(job_id=job_id, step_id="output_policy", percent=100,
+                                        status=status, message=verdict.reason)
+        try:
+            await self._publisher.publish(protocol.SUBJECT_AUDIT_OUTPUT, protocol.packet(
+                trace_id=job_id, sender_id=protocol.SENDER_SCHEDULER, job_progress=progress))
+        except Exception as exc:  # the state and the DLQ entry carry the decision
+            log.error("output audit for %s not published: %s", job_id, exc)
+
+    @staticmethod
+    def _output_metrics(verdict: OutputVerdict, topic: str, started: float) -> None:
+        METRICS.count("output_policy_checked", topic=topic)
+        if verdict.skipped:
+            METRICS.count("output_policy_skipped", topic=topic)
+        if verdict.quarantine:
+            METRICS.count("output_policy_quarantined", topic=topic)
+        METRICS.observe_ms("output_check_latency", (time.monotonic() - started) * 1000,
+                           topic=topic, phase=verdict.phase)
+
+    async def _saga_step(self, res: protocol.JobResult, state: JobState, workflow_id: str,
+                         request: protocol.JobRequest | None = None) -> None:
         if state is JobState.SUCCEEDED and self._saga is not None and self._requests is not None:
             try:
-                req = await self._requests.get_request(res.job_id)
+                req = request or await self._requests.get_request(res.job_id)
                 if req is not None:
                     if await self._saga.record_compensation(req):
                         METRICS.count("saga_recorded")
@@ -546,13 +688,41 @@ class Engine:
 
     async def _transition_result(self, job_id: str, path: list[JobState],
                                  only_from: Iterable[str], fields: Mapping[str, str],
-                                 dlq: Mapping[str, Any] | None = None) -> TransitionResult | None:
+                                 dlq: Mapping[str, Any] | None = None, *,
+                                 records: Mapping[str, tuple[str, int]] | None = None,
+                                 ) -> TransitionResult | None:
         """The store's answer; None when the state machine forbids the move."""
         try:
             return await self._store.transition(job_id, path, only_from=only_from,
-                                                fields=fields, dlq=dlq)
+                                                fields=fields, dlq=dlq, records=records)
         except InvalidTransition as exc:
             log.warning("%s", exc)
             return None
         except StoreError as exc:
             raise RetryAfter(str(exc), RETRY_STORE_S) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class _OutputScan:
+    """One result's output checks: what they were asked about and their verdict."""
+
+    job_id: str
+    topic: str
+    tenant: str
+    labels: dict[str, str]
+    result_ptr: str
+    prefetched: Prefetched
+    verdict: OutputVerdict
+
+    @property
+    def request(self) -> protocol.JobRequest | None:
+        return self.prefetched.request  # type: ignore[no-any-return]
+
+    def fields(self) -> dict[str, str]:
+        """The job meta fields that carry the decision (Cordum's ``output_safety``)."""
+        return {"output_safety": self.verdict.record_json(),
+                "output_decision": self.verdict.decision.value}
+
+    def records(self) -> dict[str, tuple[str, int]]:
+        return {decision_key(self.job_id): (self.verdict.record_json(),
+                                                       DECISION_TTL_S)}

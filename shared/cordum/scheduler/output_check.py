@@ -24,7 +24,12 @@ Two phases, as in Cordum (engine wiring is the caller's):
 Both record the decision as JSON at ``job:<id>:output_decision`` (7 days); the
 same document (:meth:`OutputVerdict.record`) is what Cordum keeps in the job meta
 field ``output_safety``. A failed record write is logged, never raised: the
-decision itself has been made.
+decision itself has been made. The engine passes ``record=False`` and writes the
+record with the job's state instead (no extra round trip).
+
+:meth:`OutputChecker.prefetch` reads, in one round trip, what both phases need:
+the stored JobRequest (topic, tenant, labels), the result's size and its first
+:data:`PREFETCH_BYTES` (the whole of most results), so neither phase reads again.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum import protocol
@@ -56,6 +61,7 @@ QUARANTINE_REASON_CODE = "output_quarantined"
 """DLQ error code of a sync quarantine (Cordum's outputPolicyReason)."""
 ASYNC_QUARANTINE_CODE = "output_quarantined_async"
 DEFAULT_QUARANTINE_REASON = "output quarantined by policy"
+PREFETCH_BYTES = 64 * 1024
 REDACTED_TTL_S = 24 * 3600
 DECISION_TTL_S = 7 * 24 * 3600
 CONTENT_TYPE_LABEL = "content_type"
@@ -67,6 +73,25 @@ class OutputStore(Protocol):
     async def get(self, name: str) -> Any: ...
     async def set(self, name: str, value: Any, ex: Any = None) -> Any: ...
     async def strlen(self, name: str) -> Any: ...
+    def pipeline(self, transaction: bool = ...) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Prefetched:
+    """What one pipelined read gave for a result (see :meth:`OutputChecker.prefetch`)."""
+
+    request: Any
+    """The stored JobRequest, None when absent or unreadable."""
+    size: int
+    head: bytes | None
+    """The result's first bytes: all of it when ``size <= PREFETCH_BYTES``."""
+
+    @property
+    def content(self) -> bytes | None:
+        """The whole result when the prefetch holds it, else None."""
+        if self.head is not None and len(self.head) >= self.size:
+            return self.head
+        return None
 
 
 def redacted_key(job_id: str) -> str:
@@ -91,16 +116,21 @@ class OutputVerdict:
     """The pointer the job's result should carry: the redacted one after a REDACT."""
     skipped: bool = False
     """No answer from the kernel; the decision is the fail-open/-closed default."""
+    checked_at: int = field(default_factory=lambda: time.time_ns() // 1000)
+    """When the decision was made (µs)."""
 
     def record(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "decision": self.decision.value, "phase": self.phase,
             "quarantined": self.quarantine, "reason": self.reason, "rule_id": self.rule_id,
             "policy_snapshot": self.policy_snapshot, "skipped": self.skipped,
-            "checked_at": time.time_ns() // 1000}
+            "checked_at": self.checked_at}
         if self.decision is OutputDecision.REDACT and not self.quarantine:
             doc["redacted_ptr"] = self.result_ptr
         return doc
+
+    def record_json(self) -> str:
+        return json.dumps(self.record(), separators=(",", ":"))
 
 
 class OutputChecker:
@@ -108,27 +138,71 @@ class OutputChecker:
         self.client = client
         self.store = store
 
+    async def prefetch(self, job_id: str, result_ptr: str) -> Prefetched:
+        """The stored request, the result's size and head, in one round trip.
+
+        A failed read gives an empty prefetch (the checks then see no request and
+        read the result themselves), never an error.
+        """
+        from google.protobuf import json_format
+
+        from cordum.store.jobs import request_key
+
+        try:
+            pipe = self.store.pipeline(transaction=False)
+            pipe.get(request_key(job_id))
+            if result_ptr:
+                key = protocol.key_from_pointer(result_ptr)
+                pipe.strlen(key)
+                pipe.getrange(key, 0, PREFETCH_BYTES - 1)
+            replies = await pipe.execute()
+        except Exception as exc:
+            log.warning("job %s: output prefetch failed: %s", job_id, exc)
+            return Prefetched(None, 0, None)
+        request = None
+        if replies[0] is not None:
+            try:
+                request = json_format.Parse(_text(replies[0]) if isinstance(replies[0], bytes)
+                                            else str(replies[0]), protocol.JobRequest(),
+                                            ignore_unknown_fields=True)
+            except json_format.ParseError as exc:
+                log.warning("job %s: stored request unreadable: %s", job_id, exc)
+        if not result_ptr:
+            return Prefetched(request, 0, None)
+        size = int(replies[1] or 0)
+        head = replies[2] if size else None
+        if isinstance(head, str):
+            head = head.encode()
+        return Prefetched(request, size, head)
+
     async def sync_check(self, res: Any, topic: str, tenant: str, *,
-                         labels: Mapping[str, str] | None = None) -> OutputVerdict:
+                         labels: Mapping[str, str] | None = None,
+                         prefetched: Prefetched | None = None,
+                         record: bool = True) -> OutputVerdict:
         """The sync phase for a SUCCEEDED ``JobResult``; see the module docstring."""
-        req = await self._request(res.job_id, topic, tenant, res.result_ptr, labels)
+        req = await self._request(res.job_id, topic, tenant, res.result_ptr, labels, prefetched)
         meta = await self.client.check_meta(req)
         if meta.decision in (OutputDecision.QUARANTINE, OutputDecision.DENY):
             verdict = _verdict(meta, "sync", quarantine=True, result_ptr=res.result_ptr)
         elif meta.decision is OutputDecision.REDACT:
-            verdict = await self._materialize(req, meta)
+            verdict = await self._materialize(req, meta, prefetched)
         else:
             verdict = _verdict(meta, "sync", quarantine=False, result_ptr=res.result_ptr)
-        await self._record(res.job_id, verdict)
+        if record:
+            await self._record(res.job_id, verdict)
         return verdict
 
     async def async_check(self, job_id: str, topic: str, tenant: str, result_ptr: str, *,
                           labels: Mapping[str, str] | None = None,
-                          timeout_s: float = CONTENT_TIMEOUT_S) -> OutputVerdict:
+                          timeout_s: float = CONTENT_TIMEOUT_S,
+                          prefetched: Prefetched | None = None,
+                          record: bool = True) -> OutputVerdict:
         """The content scan of a job already SUCCEEDED; ``timeout_s`` bounds the RPC
         (pass less when the invocation has less time left)."""
-        req = await self._request(job_id, topic, tenant, result_ptr, labels)
-        content = await self._content(result_ptr)
+        req = await self._request(job_id, topic, tenant, result_ptr, labels, prefetched)
+        content = prefetched.content if prefetched is not None else None
+        if content is None:
+            content = await self._content(result_ptr, limit=MAX_CONTENT_BYTES)
         text = "" if content is None else _scan_text(content)
         result = await self.client.check_content(req, text, timeout_s=timeout_s)
         if result.decision is OutputDecision.REDACT and not result.failed:
@@ -136,17 +210,20 @@ class OutputChecker:
         else:
             quarantine = result.decision in (OutputDecision.QUARANTINE, OutputDecision.DENY)
             verdict = _verdict(result, "async", quarantine=quarantine, result_ptr=result_ptr)
-        await self._record(job_id, verdict)
+        if record:
+            await self._record(job_id, verdict)
         return verdict
 
-    async def _materialize(self, req: OutputCheckRequest,
-                           meta: OutputCheckResult) -> OutputVerdict:
+    async def _materialize(self, req: OutputCheckRequest, meta: OutputCheckResult,
+                           prefetched: Prefetched | None = None) -> OutputVerdict:
         def failed(why: str) -> OutputVerdict:
             return OutputVerdict(OutputDecision.QUARANTINE, "sync", True,
                                  f"redaction failed: {why}", meta.rule_id,
                                  meta.policy_snapshot, req.result_ptr)
 
-        content = await self._content(req.result_ptr)
+        content = prefetched.content if prefetched is not None else None
+        if content is None:
+            content = await self._content(req.result_ptr)
         if content is None:
             return failed("result not found")
         if len(content) > MAX_CONTENT_BYTES:
@@ -180,10 +257,13 @@ class OutputChecker:
         return _verdict(result, phase, quarantine=False, result_ptr=protocol.pointer(key))
 
     async def _request(self, job_id: str, topic: str, tenant: str, result_ptr: str,
-                       labels: Mapping[str, str] | None) -> OutputCheckRequest:
+                       labels: Mapping[str, str] | None,
+                       prefetched: Prefetched | None = None) -> OutputCheckRequest:
         labels = dict(labels or {})
         size = 0
-        if result_ptr:
+        if prefetched is not None:
+            size = prefetched.size
+        elif result_ptr:
             try:
                 size = int(await self.store.strlen(protocol.key_from_pointer(result_ptr)))
             except Exception as exc:  # the size only sharpens size rules; go on without
@@ -193,11 +273,17 @@ class OutputChecker:
                                   content_type=labels.get(CONTENT_TYPE_LABEL, ""),
                                   size_bytes=size, labels=labels)
 
-    async def _content(self, result_ptr: str) -> bytes | None:
+    async def _content(self, result_ptr: str, *, limit: int = 0) -> bytes | None:
+        """The result (its first ``limit`` bytes when ``limit``); None when absent."""
         if not result_ptr:
             return None
+        key = protocol.key_from_pointer(result_ptr)
         try:
-            raw = await self.store.get(protocol.key_from_pointer(result_ptr))
+            if limit:
+                raw = await self.store.getrange(key, 0, limit - 1)  # type: ignore[attr-defined]
+                raw = raw or None  # GETRANGE of a missing key is empty
+            else:
+                raw = await self.store.get(key)
         except Exception as exc:
             log.warning("reading result %s failed: %s", result_ptr, exc)
             return None
@@ -207,7 +293,7 @@ class OutputChecker:
 
     async def _record(self, job_id: str, verdict: OutputVerdict) -> None:
         try:
-            await self.store.set(decision_key(job_id), json.dumps(verdict.record()),
+            await self.store.set(decision_key(job_id), verdict.record_json(),
                                  ex=DECISION_TTL_S)
         except Exception as exc:
             log.warning("job %s: recording output decision failed: %s", job_id, exc)

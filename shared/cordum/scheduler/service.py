@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from cordum import runtime
 from cordum.bus.publisher import NatsPublisher
-from cordum.config import load_pools, settings
-from cordum.safety.breaker import CircuitBreaker
+from cordum.config import Settings, load_pools, settings
+from cordum.safety.breaker import OUTPUT_BREAKER_KEY, CircuitBreaker
 from cordum.safety.client import SafetyClient
-from cordum.safety.failmode import FailMode, input_fail_mode
+from cordum.safety.failmode import FailMode, input_fail_mode, output_fail_mode
+from cordum.safety.output_client import OutputPolicyClient
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
+from cordum.scheduler.output_check import OutputChecker
 from cordum.scheduler.registry import SnapshotRegistry
 from cordum.scheduler.saga import default_saga
 from cordum.scheduler.saga_trigger import default_rollback_trigger
@@ -39,4 +42,13 @@ def default_engine() -> Engine:
         saga=saga,
         rollback=default_rollback_trigger(saga),
         requests=JobIndexes(redis),
+        output=_output_checker(cfg, redis) if cfg.output_policy_enabled else None,
     )
+
+
+def _output_checker(cfg: Settings, redis: Any) -> OutputChecker:
+    # The output policy service is served by the safety kernel's process.
+    client = OutputPolicyClient(cfg.safety_kernel_addr,
+                                breaker=CircuitBreaker(redis, key=OUTPUT_BREAKER_KEY),
+                                fail_mode=output_fail_mode(config_dir=cfg.config_dir))
+    return OutputChecker(client, redis)

@@ -179,20 +179,25 @@ class JobStore:
         only_from: Iterable[str] = (),
         fields: Mapping[str, str] | None = None,
         dlq: Mapping[str, Any] | None = None,
+        records: Mapping[str, tuple[str, int]] | None = None,
     ) -> TransitionResult:
         """Walk ``path`` in one atomic step.
 
         ``only_from`` names the states the job may be in (``NO_STATE`` for none);
         when it is elsewhere nothing is written and ``applied`` is False. A move
         the state machine forbids raises :class:`InvalidTransition`. ``dlq``, when
-        given, is written as the job's DLQ entry by the same script.
+        given, is written as the job's DLQ entry by the same script; so are
+        ``records`` (key -> (value, TTL s)), only when the move is made.
         """
         states = [JobState(s).value for s in path]
         keys = [meta_key(job_id), events_key(job_id), RECENT_KEY, DEADLINE_KEY,
-                dlq_entry_key(job_id), DLQ_INDEX_KEY]
+                dlq_entry_key(job_id), DLQ_INDEX_KEY, *(records or {})]
         entry = json.dumps({"job_id": job_id, **dlq}, separators=(",", ":")) if dlq else ""
+        sides: list[Any] = []
+        for value, ttl in (records or {}).values():
+            sides += [value, ttl]
         args = [job_id, now_us(), META_TTL_S, ",".join(states), ",".join(only_from),
-                entry, DLQ_TTL_S, *_flatten(fields)]
+                entry, DLQ_TTL_S, len(records or {}), *sides, *_flatten(fields)]
         status, previous, workflow_id = await self._call(self._transition, keys, args)
         status = _text(status)
         previous = _text(previous)
@@ -200,6 +205,20 @@ class JobStore:
             raise InvalidTransition(job_id, previous, states[-1])
         return TransitionResult(applied=status == "ok", previous=previous,
                                 workflow_id=_text(workflow_id))
+
+    async def put_records(self, job_id: str, fields: Mapping[str, str],
+                          records: Mapping[str, tuple[str, int]]) -> None:
+        """Meta fields of an existing job and side records (key -> (value, TTL s)),
+        in one round trip; the state does not move."""
+        try:
+            pipe = self._redis.pipeline(transaction=False)  # type: ignore[attr-defined]
+            if fields:
+                pipe.hset(meta_key(job_id), mapping=dict(fields))
+            for key, (value, ttl) in records.items():
+                pipe.set(key, value, ex=ttl)
+            await pipe.execute()
+        except Exception as exc:
+            raise StoreError(f"redis: {exc}") from exc
 
     async def incr_attempts(self, job_id: str) -> int:
         """Count one more scheduling attempt of an existing job (0 when unknown)."""
