@@ -778,3 +778,43 @@ def test_no_worker_on_a_cached_snapshot_is_checked_on_a_fresh_read(harness):
     loop.run_until_complete(h.add_worker())
     second = loop.run_until_complete(h.engine.handle_request(h.request()))
     assert second.action == "dispatched" and second.detail == h.worker_id
+
+
+def test_the_replayer_tick_run_twice_dispatches_a_waiting_job_once(harness):
+    """Deliver twice, for the replayer-tick function: two ticks at once (two
+    invocations overlapping) and a third after them hand the same waiting job to
+    the engine; it reaches its worker exactly once."""
+    from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
+    from cordum.store.indexes import JobIndexes
+
+    loop, h = harness
+    job_id = f"job-{h.unique}"
+
+    def replayer():
+        return PendingReplayer(h.engine, JobIndexes(h.redis), ReplayerPolicy(pending_age_s=0.0))
+
+    async def scenario():
+        await h.engine.handle_request(h.request())  # no worker yet: PENDING, request stored
+        assert await h.state() == "PENDING"
+        await h.add_worker()
+        nc = await nats.connect(NATS_URL)
+        sub = await nc.subscribe(protocol.direct_subject(h.worker_id))
+        reports = await asyncio.gather(replayer().tick(), replayer().tick())
+        reports.append(await replayer().tick())
+        got = 0
+        try:
+            while True:
+                msg = await sub.next_msg(timeout=0.5)
+                # The replayer scans every waiting job in this Redis; count ours.
+                got += protocol.decode(msg.data).packet.job_request.job_id == job_id
+        except Exception:
+            pass
+        await nc.close()
+        return reports, got
+
+    reports, got = loop.run_until_complete(scenario())
+    assert sum(sum(r.replayed.values()) for r in reports) >= 1
+    assert loop.run_until_complete(h.state()) == "RUNNING"
+    assert got == 1
+    events = loop.run_until_complete(h.redis.lrange(f"job:events:{job_id}", 0, -1))
+    assert [json.loads(e)["state"] for e in events].count("DISPATCHED") == 1
