@@ -291,3 +291,48 @@ def test_a_closed_and_clean_success_writes_nothing(env):
             if line.startswith("tcp")] == ["EVALSHA"]
     # And the same capture does see writes when there is something to reset
     assert {"HSET", "DEL"} <= set(names(dirty)), dirty
+
+
+def test_a_clean_admission_is_reused_briefly_and_a_failure_ends_the_reuse(env):
+    loop, redis, prefix = env
+    now = [1000.0]
+    policy = BreakerPolicy(open_duration_s=30, op_timeout_s=1.0, clean_reuse_s=1.0)
+    a = breaker(redis, prefix, policy, clock=lambda: now[0])
+    other = breaker(redis, prefix, policy)
+    calls = []
+    admit = a._scripts["admit"]
+
+    async def counting(**kw):
+        calls.append(kw["args"][0])
+        return await admit(**kw)
+
+    a._scripts["admit"] = counting
+
+    async def scenario():
+        first = await a.allow()
+        second = await a.allow()  # within the window: no Redis
+        reused = len(calls)
+        await fail(other, policy.fail_threshold)  # another replica opens the breaker
+        stale = await a.allow()  # still reused: seen at most clean_reuse_s late
+        now[0] += 1.01
+        fresh = await a.allow()
+        return first, second, reused, stale, fresh
+
+    first, second, reused, stale, fresh = loop.run_until_complete(scenario())
+    assert first.kind is second.kind is AdmissionKind.CLOSED and reused == 1
+    assert stale.kind is AdmissionKind.CLOSED
+    assert fresh.kind is AdmissionKind.REJECTED and calls == ["admit", "admit"]
+
+    # A failure seen by this replica ends the reuse at once.
+    b = breaker(redis, prefix + "b:", policy, clock=lambda: now[0])
+
+    async def failing():
+        await b.record_success(await b.allow())
+        await b.record_failure(await b.allow())
+        return await b.state()
+
+    assert loop.run_until_complete(failing()).failures == 1
+    before = loop.run_until_complete(redis.hgetall(b.key))
+    loop.run_until_complete(b.allow())  # goes to Redis again (reads the counted failure)
+    assert before and b._clean_until == 0.0
+    loop.run_until_complete(redis.delete(b.key))

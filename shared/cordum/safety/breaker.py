@@ -14,7 +14,8 @@ the Redis clock so replicas with skewed clocks agree::
 Cordum's Redis mode has no half-open state: once its counter expires, every replica
 sends full traffic to a kernel that may still be down.
 
-The common case costs no write. ``allow`` reads the hash (one script call that returns
+The common case costs no write, and mostly no read: a clean closed admission is
+reused for ``clean_reuse_s`` (1 s) without asking Redis. Otherwise ``allow`` reads the hash (one script call that returns
 before writing anything while closed) and hands back an :class:`Admission` recording the
 failure count it saw. ``record_success`` of a closed admission that saw zero failures
 returns without contacting Redis at all; only when failures had been counted does it run
@@ -79,6 +80,10 @@ class BreakerPolicy:
     redis_retry_interval_s: float = 1.0
     """After a Redis error the local breaker alone decides for this long, so an
     unreachable Redis costs one ``op_timeout_s``, not one per call."""
+    clean_reuse_s: float = 1.0
+    """A clean closed admission (no failures counted) is reused for this long without
+    asking Redis again; 0 asks every time. Any failure seen here ends the reuse at
+    once; a breaker opened by another replica is seen at most this late."""
 
     def __post_init__(self) -> None:
         for name in ("fail_threshold", "half_open_max", "close_after"):
@@ -88,8 +93,9 @@ class BreakerPolicy:
                      "half_open_idle_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"BreakerPolicy.{name} must be > 0")
-        if self.redis_retry_interval_s < 0:
-            raise ValueError("BreakerPolicy.redis_retry_interval_s must be >= 0")
+        for name in ("redis_retry_interval_s", "clean_reuse_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"BreakerPolicy.{name} must be >= 0")
 
 
 class AdmissionKind(StrEnum):
@@ -277,6 +283,7 @@ class CircuitBreaker:
         self._clock = clock
         self._local = LocalBreaker(self.policy, clock)
         self._redis_skip_until = 0.0
+        self._clean_until = 0.0
         self._scripts: dict[str, Any] = {}
         if redis is not None:
             for name in ("admit", "success", "failure"):
@@ -286,12 +293,16 @@ class CircuitBreaker:
         """Admit a call as CLOSED or PROBE, or reject it. Never raises for Redis trouble."""
         if not self._redis_usable():
             return self._local.allow()
+        if self._clock() < self._clean_until:
+            return Admission(AdmissionKind.CLOSED, BreakerSource.REDIS, 0)
         token = uuid.uuid4().hex
         try:
             kind, failures, cooldown, _ = await self._run("admit", self._admit_args("admit", token))
         except _RedisUnavailable:
             return self._local.allow()
         if kind == "closed":
+            if failures == 0 and self.policy.clean_reuse_s:
+                self._clean_until = self._clock() + self.policy.clean_reuse_s
             return Admission(AdmissionKind.CLOSED, BreakerSource.REDIS, failures)
         if kind == "probe":
             return Admission(AdmissionKind.PROBE, BreakerSource.REDIS, failures, token=token)
@@ -316,6 +327,7 @@ class CircuitBreaker:
     async def record_failure(self, admission: Admission) -> None:
         if not admission.admitted:
             return
+        self._clean_until = 0.0
         self._local.record_failure(admission)
         if admission.source is not BreakerSource.REDIS or not self._redis_usable():
             return

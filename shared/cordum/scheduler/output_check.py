@@ -84,14 +84,20 @@ class Prefetched:
     """The stored JobRequest, None when absent or unreadable."""
     size: int
     head: bytes | None
-    """The result's first bytes: all of it when ``size <= PREFETCH_BYTES``."""
+    """The result's first bytes (all of it when ``size <= PREFETCH_BYTES``; empty
+    when there is no result); None when the result was not read."""
 
     @property
     def content(self) -> bytes | None:
-        """The whole result when the prefetch holds it, else None."""
+        """The whole result when the prefetch holds it (None: read it yourself)."""
         if self.head is not None and len(self.head) >= self.size:
-            return self.head
+            return self.head or None
         return None
+
+    @property
+    def missing(self) -> bool:
+        """The result was read and is not there."""
+        return self.head == b"" and self.size == 0
 
 
 def redacted_key(job_id: str) -> str:
@@ -169,11 +175,9 @@ class OutputChecker:
                 log.warning("job %s: stored request unreadable: %s", job_id, exc)
         if not result_ptr:
             return Prefetched(request, 0, None)
-        size = int(replies[1] or 0)
-        head = replies[2] if size else None
-        if isinstance(head, str):
-            head = head.encode()
-        return Prefetched(request, size, head)
+        head = replies[2] or b""
+        return Prefetched(request, int(replies[1] or 0),
+                          head.encode() if isinstance(head, str) else head)
 
     async def sync_check(self, res: Any, topic: str, tenant: str, *,
                          labels: Mapping[str, str] | None = None,
@@ -201,7 +205,7 @@ class OutputChecker:
         (pass less when the invocation has less time left)."""
         req = await self._request(job_id, topic, tenant, result_ptr, labels, prefetched)
         content = prefetched.content if prefetched is not None else None
-        if content is None:
+        if content is None and not (prefetched is not None and prefetched.missing):
             content = await self._content(result_ptr, limit=MAX_CONTENT_BYTES)
         text = "" if content is None else _scan_text(content)
         result = await self.client.check_content(req, text, timeout_s=timeout_s)
@@ -222,7 +226,7 @@ class OutputChecker:
                                  meta.policy_snapshot, req.result_ptr)
 
         content = prefetched.content if prefetched is not None else None
-        if content is None:
+        if content is None and not (prefetched is not None and prefetched.missing):
             content = await self._content(req.result_ptr)
         if content is None:
             return failed("result not found")
