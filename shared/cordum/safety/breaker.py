@@ -14,13 +14,14 @@ the Redis clock so replicas with skewed clocks agree::
 Cordum's Redis mode has no half-open state: once its counter expires, every replica
 sends full traffic to a kernel that may still be down.
 
-The common case costs no write, and mostly no read: a clean closed admission is
-reused for ``clean_reuse_s`` (1 s) without asking Redis. Otherwise ``allow`` reads the hash (one script call that returns
-before writing anything while closed) and hands back an :class:`Admission` recording the
-failure count it saw. ``record_success`` of a closed admission that saw zero failures
-returns without contacting Redis at all; only when failures had been counted does it run
-``success.lua``, which deletes the counter (and itself writes nothing when another
-replica already reset it). Cordum deletes the key on every successful check.
+The common case costs no write, and mostly no read: a clean closed admission is reused
+for ``clean_reuse_s`` (1 s) without asking Redis. Otherwise ``allow`` reads the hash
+(one script call that returns before writing anything while closed) and hands back an
+:class:`Admission` recording the failure count it saw. ``record_success`` of a closed
+admission that saw zero failures returns without contacting Redis at all; only when
+failures had been counted does it run ``success.lua``, which deletes the counter (and
+itself writes nothing when another replica already reset it). Cordum deletes the key on
+every successful check.
 
 When Redis cannot be reached, an in-process :class:`LocalBreaker` with the same policy
 decides (Cordum's fallback) and Redis is left alone for ``redis_retry_interval_s``; no
