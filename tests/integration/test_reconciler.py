@@ -150,17 +150,20 @@ def test_expired_deadline_times_out_whatever_the_state(env):
 
 
 class RacingIndexes(JobIndexes):
-    """Lists like the real one, then lets a result land before the reconciler writes."""
+    """Lists like the real one, then lets the job move on (``path``) before the
+    reconciler writes."""
 
-    def __init__(self, redis, store: JobStore, job_id: str) -> None:
+    def __init__(self, redis, store: JobStore, job_id: str,
+                 path: tuple[JobState, ...] = (JobState.SUCCEEDED,)) -> None:
         super().__init__(redis)
         self._store = store
         self._job_id = job_id
+        self._path = path
 
     async def list_jobs_by_state(self, state, cutoff_us, limit=200, *, offset=0):
         ids = await super().list_jobs_by_state(state, cutoff_us, limit, offset=offset)
         if self._job_id in ids:
-            await self._store.transition(self._job_id, [JobState.SUCCEEDED],
+            await self._store.transition(self._job_id, list(self._path),
                                          fields={"result_ptr": "redis://res:x"})
         return ids
 
@@ -177,6 +180,21 @@ def test_job_that_finishes_between_scan_and_write_is_not_touched(env):
     assert "failure_reason" not in meta
     assert report.moved == 1
     assert report.timed_out == {}
+
+
+def test_job_that_left_and_came_back_between_scan_and_write_is_not_touched(env):
+    # Given a RUNNING job 10 minutes old that, right after the scan, fails retryably
+    # and is dispatched again (RUNNING -> RETRYING -> SCHEDULED -> DISPATCHED -> RUNNING)
+    job_id = env.job("back", [JobState.RUNNING], age_min=10)
+    racing = RacingIndexes(env.redis, env.store, job_id,
+                           (JobState.RETRYING, JobState.SCHEDULED, JobState.DISPATCHED,
+                            JobState.RUNNING))
+    # When the reconciler ticks
+    report = env.tick(indexes=racing)
+    # Then its new run is left alone: the fence holds the scan's cutoff, not only the state
+    meta = env.meta(job_id)
+    assert meta["state"] == "RUNNING" and "failure_reason" not in meta
+    assert report.timed_out == {} and report.moved == 1
 
 
 def test_pages_go_past_entries_that_stay_in_the_index(env):

@@ -8,9 +8,10 @@ says which, in Cordum's words ("timeout: RUNNING >5m0s").
 Where Cordum wrote the state and then the reason without a lock, each timeout
 here is one transition script fenced by ``only_from=<the state scanned>``: a
 job that moved to another state between the scan and the write (a result came
-in) is left alone, and the state and its reason land together. The fence is
-the state only: a job that left the scanned state and re-entered it within
-those milliseconds (RUNNING -> RETRYING -> ... -> RUNNING) is not told apart.
+in) is left alone, and the state and its reason land together. The fence also
+holds the scan's cutoff: a job that left the scanned state and came back to it
+after the cutoff (RUNNING -> RETRYING -> ... -> RUNNING) is not timed out for
+its earlier stay.
 
 A scan reads the per-state index from its oldest entry up to the cutoff, one
 page at a time. A job that times out leaves the index, so the next page starts
@@ -202,7 +203,7 @@ class Reconciler:
                 return self._indexes.list_jobs_by_state(state, cutoff, limit, offset=offset)
 
             await self._sweep(state.value, page, (state,), timeout_reason(state, timeout_s),
-                              deadline, report)
+                              deadline, report, unchanged_since=cutoff)
             if report.stopped_early:
                 break
         if not report.stopped_early:
@@ -218,7 +219,7 @@ class Reconciler:
 
     async def _sweep(self, source: str, page: Callable[[int, int], Awaitable[list[str]]],
                      only_from: Iterable[str], reason: str, deadline: float | None,
-                     report: ReconcileReport) -> None:
+                     report: ReconcileReport, *, unchanged_since: int | None = None) -> None:
         p = self.policy
         only_from = tuple(only_from)
         # Entries at the head of the range that stay there (gone jobs, failed writes):
@@ -241,7 +242,8 @@ class Reconciler:
                 if _past(deadline):
                     report.stopped_early = True
                     return
-                outcome = await self._time_out(job_id, only_from, reason, deadline)
+                outcome = await self._time_out(job_id, only_from, reason, deadline,
+                                               unchanged_since)
                 if outcome == "timed_out":
                     report.timed_out[source] = report.timed_out.get(source, 0) + 1
                     log.info("job %s timed out (%s): %s", job_id, source, reason)
@@ -256,7 +258,7 @@ class Reconciler:
         log.error("reconciler: %s scan stopped after %d pages", source, p.max_iterations)
 
     async def _time_out(self, job_id: str, only_from: tuple[str, ...], reason: str,
-                        deadline: float | None) -> str:
+                        deadline: float | None, unchanged_since: int | None = None) -> str:
         last: Exception | None = None
         for _ in range(self.policy.max_tries_per_job):
             if last is not None and _past(deadline):
@@ -264,7 +266,7 @@ class Reconciler:
             try:
                 result = await self._store.transition(
                     job_id, [JobState.TIMEOUT], only_from=only_from,
-                    fields={"failure_reason": reason})
+                    fields={"failure_reason": reason}, unchanged_since=unchanged_since)
             except InvalidTransition as exc:
                 log.warning("reconciler: %s", exc)
                 return "failed"

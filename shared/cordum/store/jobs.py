@@ -180,6 +180,7 @@ class JobStore:
         fields: Mapping[str, str] | None = None,
         dlq: Mapping[str, Any] | None = None,
         records: Mapping[str, tuple[str, int]] | None = None,
+        unchanged_since: int | None = None,
     ) -> TransitionResult:
         """Walk ``path`` in one atomic step.
 
@@ -188,6 +189,8 @@ class JobStore:
         the state machine forbids raises :class:`InvalidTransition`. ``dlq``, when
         given, is written as the job's DLQ entry by the same script; so are
         ``records`` (key -> (value, TTL s)), only when the move is made.
+        ``unchanged_since`` (µs) skips a job whose last transition is later: one that
+        left the state a caller scanned and came back to it since.
         """
         states = [JobState(s).value for s in path]
         keys = [meta_key(job_id), events_key(job_id), RECENT_KEY, DEADLINE_KEY,
@@ -197,7 +200,8 @@ class JobStore:
         for value, ttl in (records or {}).values():
             sides += [value, ttl]
         args = [job_id, now_us(), META_TTL_S, ",".join(states), ",".join(only_from),
-                entry, DLQ_TTL_S, len(records or {}), *sides, *_flatten(fields)]
+                entry, DLQ_TTL_S, "" if unchanged_since is None else unchanged_since,
+                len(records or {}), *sides, *_flatten(fields)]
         status, previous, workflow_id = await self._call(self._transition, keys, args)
         status = _text(status)
         previous = _text(previous)

@@ -12,9 +12,11 @@
 --         "-" stands for a job without state (not created yet)
 -- ARGV[6] DLQ entry (JSON object) written with the transition, "" for none; the script
 --         adds last_state, attempts and created_at (us); TTL ARGV[7] (s)
--- ARGV[8] N, the number of side records: KEYS[7..6+N] are SET with the transition,
---         values and TTLs (s) in ARGV[9..8+2N] (value, ttl pairs)
--- ARGV[9+2N..] meta field, value pairs written with the last state
+-- ARGV[8] "unchanged since" (us) or "": when the job's updated_at is later, it has
+--         moved since the caller looked at it and the call is a "skip"
+-- ARGV[9] N, the number of side records: KEYS[7..6+N] are SET with the transition,
+--         values and TTLs (s) in ARGV[10..9+2N] (value, ttl pairs)
+-- ARGV[10+2N..] meta field, value pairs written with the last state
 -- Returns {status, previous state, workflow id of the job or ""}: status "ok"; "skip" when the current state is not in
 -- ARGV[5]; "invalid" when the table forbids a step (nothing is written).
 local allowed = {
@@ -52,6 +54,12 @@ if ARGV[5] ~= '' then
   end
   if not ok then return {'skip', prev, redis.call('HGET', KEYS[1], 'workflow_id') or ''} end
 end
+if ARGV[8] ~= '' then
+  local updated = tonumber(redis.call('HGET', KEYS[1], 'updated_at') or '0')
+  if updated > tonumber(ARGV[8]) then
+    return {'skip', prev, redis.call('HGET', KEYS[1], 'workflow_id') or ''}
+  end
+end
 
 local path = split(ARGV[4])
 for _, nxt in ipairs(path) do
@@ -74,12 +82,12 @@ if prev ~= '' then
   redis.call('ZREM', 'job:index:' .. string.lower(prev), id)
 end
 redis.call('ZADD', 'job:index:' .. string.lower(cur), now, id)
-local sides = tonumber(ARGV[8])
+local sides = tonumber(ARGV[9])
 for i = 1, sides do
-  redis.call('SET', KEYS[6 + i], ARGV[7 + 2 * i], 'EX', tonumber(ARGV[8 + 2 * i]))
+  redis.call('SET', KEYS[6 + i], ARGV[8 + 2 * i], 'EX', tonumber(ARGV[9 + 2 * i]))
 end
 local fields = {'state', cur, 'updated_at', now}
-for i = 9 + 2 * sides, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 10 + 2 * sides, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 if attempts_bump > 0 then
   redis.call('HINCRBY', KEYS[1], 'attempts', attempts_bump)
