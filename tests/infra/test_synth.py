@@ -248,6 +248,7 @@ def test_every_function_gets_its_settings(local: dict[str, Any]) -> None:
         assert env["REDIS_URL"] == LOCAL_REDIS
         assert env["NATS_URL"] == NATS
         assert env["SAFETY_KERNEL_ADDR"] == "127.0.0.1:50051"
+        assert env["OUTPUT_POLICY_ENABLED"] == "true"
         assert env["CORDUM_CONFIG_DIR"] == "config"
         assert env["POWERTOOLS_SERVICE_NAME"] == "cordum-" + module.replace("_", "-")
         assert env["POWERTOOLS_LOG_LEVEL"] == "INFO"
@@ -477,6 +478,14 @@ def test_aws_stack_needs_a_safety_kernel_address(inputs: dict[str, Path]) -> Non
     # Given no redisUrl (an AWS stack) and no safetyKernelAddr, then it is an error
     with pytest.raises(ContextError, match="safetyKernelAddr is required"):
         _settings(inputs, natsUrl=NATS)
+
+
+def test_output_policy_is_on_unless_the_context_turns_it_off(inputs: dict[str, Path]) -> None:
+    assert _settings(inputs, natsUrl=NATS, redisUrl=LOCAL_REDIS).output_policy is True
+    off = _settings(inputs, natsUrl=NATS, redisUrl=LOCAL_REDIS, outputPolicy="false")
+    assert off.output_policy is False
+    with pytest.raises(ContextError, match="outputPolicy must be true or false"):
+        _settings(inputs, natsUrl=NATS, redisUrl=LOCAL_REDIS, outputPolicy="maybe")
 
 
 def test_unbuilt_layer_is_an_error(inputs: dict[str, Path], tmp_path: Path) -> None:

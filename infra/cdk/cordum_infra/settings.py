@@ -72,6 +72,10 @@ class StackSettings:
     """Literal CORDUM_API_KEYS for the gateway (local stacks only)."""
     architecture: str = "x86_64"
     """Lambda architecture of the functions and the layer."""
+    output_policy: bool = True
+    """OUTPUT_POLICY_ENABLED of the functions: SUCCEEDED results are checked against
+    the safety kernel's output_rules (Cordum's default is off; governed output is
+    what this stack is for, so it is on unless the context says ``false``)."""
 
     @property
     def creates_cache(self) -> bool:
@@ -121,6 +125,10 @@ class StackSettings:
         if architecture not in ARCHITECTURES:
             raise ContextError(f"context architecture must be one of {', '.join(ARCHITECTURES)}")
 
+        output_policy = (get("outputPolicy") or "true").lower()
+        if output_policy not in ("true", "false"):
+            raise ContextError(f"context outputPolicy must be true or false: {output_policy}")
+
         layer_path = Path(get("layerPath") or DEFAULT_LAYER_PATH).expanduser().resolve()
         if not (layer_path / "python").is_dir():
             raise ContextError(
@@ -146,6 +154,7 @@ class StackSettings:
             "log_level": log_level,
             "api_keys": get("apiKeys"),
             "architecture": architecture,
+            "output_policy": output_policy == "true",
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]

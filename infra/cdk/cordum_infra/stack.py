@@ -92,6 +92,7 @@ class CordumServerlessStack(Stack):
                 "REDIS_URL": redis_url,
                 "NATS_URL": settings.nats_url,
                 "SAFETY_KERNEL_ADDR": settings.safety_kernel_addr,
+                "OUTPUT_POLICY_ENABLED": "true" if settings.output_policy else "false",
                 # Relative: resolved against LAMBDA_TASK_ROOT, where the code asset lands.
                 "CORDUM_CONFIG_DIR": CONFIG_SUBDIR,
                 "POWERTOOLS_LOG_LEVEL": settings.log_level,
