@@ -291,8 +291,12 @@ def test_unavailable_kernel_retries_without_dlq_and_fail_open_dispatches(harness
     h.engine._fail_open = True
     h.engine._strategy = LeastLoadedStrategy(PoolsConfig(topics={"sys.unavailable": ["default"]}))
     loop.run_until_complete(h.add_worker())
+    counter = "cordum:scheduler:input_fail_open_total"
+    before = int(loop.run_until_complete(h.redis.get(counter)) or 0)
     outcome = loop.run_until_complete(h.engine.handle_request(request_on(h, "sys.unavailable")))
     assert outcome.action == "dispatched"
+    # Counted where GET /api/v1/status reads it (other tests may count too: at least one).
+    assert int(loop.run_until_complete(h.redis.get(counter)) or 0) >= before + 1
 
 
 def test_require_approval_parks_the_job_without_dlq(harness):

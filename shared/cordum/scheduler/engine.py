@@ -372,6 +372,11 @@ class Engine:
                     verdict.reason)
         req.labels["safety_bypassed"] = "true"
         req.labels["safety_bypass_reason"] = verdict.reason[:256]
+        METRICS.count("safety_fail_open", topic=req.topic)
+        try:  # Cordum's counter, shown by GET /api/v1/status
+            await self._store.count_fail_open()
+        except StoreError as exc:
+            log.warning("fail-open counter not updated: %s", exc)
         return replace(verdict, decision=Decision.ALLOW, rule_id="fail-open")
 
     async def _pick(self, req: protocol.JobRequest, attempts: int) -> str:

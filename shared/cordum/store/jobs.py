@@ -99,6 +99,8 @@ def tenant_active_key(tenant: str) -> str:
 
 
 RECENT_KEY = "job:recent"
+FAIL_OPEN_COUNTER_KEY = "cordum:scheduler:input_fail_open_total"
+"""Jobs dispatched without a safety answer (input fail mode open), Cordum's counter."""
 DEADLINE_KEY = "job:deadline"
 
 
@@ -221,6 +223,12 @@ class JobStore:
             for key, (value, ttl) in records.items():
                 pipe.set(key, value, ex=ttl)
             await pipe.execute()
+        except Exception as exc:
+            raise StoreError(f"redis: {exc}") from exc
+
+    async def count_fail_open(self) -> None:
+        try:
+            await self._redis.incr(FAIL_OPEN_COUNTER_KEY)  # type: ignore[attr-defined]
         except Exception as exc:
             raise StoreError(f"redis: {exc}") from exc
 
