@@ -15,11 +15,14 @@ from cordum import protocol
 from cordum.config import ConfigError
 from cordum.safety.breaker import BreakerPolicy, CircuitBreaker, CircuitState
 from cordum.safety.client import (
+    CHANNEL_OPTIONS,
     CIRCUIT_OPEN_REASON,
+    MAX_INPUT_CONTENT_BYTES,
     Decision,
     SafetyClient,
     check_request,
     decision_from_proto,
+    redis_payload_reader,
     verdict_from_response,
 )
 from cordum.safety.failmode import FailMode, input_fail_mode
@@ -59,7 +62,7 @@ def harness(aloop, unique):
                              policy=BreakerPolicy(open_duration_s=OPEN_S, op_timeout_s=1.0))
     counter = CountingInterceptor()
     client = SafetyClient(addr, 1.0, breaker=breaker, channel_factory=lambda a: (
-        grpc.aio.insecure_channel(a, interceptors=[counter])))
+        grpc.aio.insecure_channel(a, options=CHANNEL_OPTIONS, interceptors=[counter])))
     servers = [serve(addr, policy)]
     yield aloop, client, breaker, counter, servers, addr, policy
     for server in servers:
@@ -112,7 +115,7 @@ def test_kernel_down_opens_the_circuit_and_a_restart_recovers(harness):
     half_open = loop.run_until_complete(breaker.state())
     second = loop.run_until_complete(client.check(job(), "t1"))
     closed = loop.run_until_complete(breaker.state())
-    assert first.decision is second.decision is Decision.ALLOW
+    assert first.decision is second.decision is Decision.ALLOW, (first, second)
     assert half_open.state is CircuitState.HALF_OPEN
     assert (closed.state, closed.failures) == (CircuitState.CLOSED, 0)
 
@@ -193,3 +196,103 @@ def test_input_fail_mode_env_wins_over_safety_yaml(tmp_path):
     (tmp_path / "safety.yaml").write_text("input_policy: {fail_mode: sometimes}\n")
     with pytest.raises(ConfigError, match="input_policy.fail_mode"):
         input_fail_mode({}, tmp_path)
+
+
+# -- the payload, for risk tags derived by the kernel --------------------------------
+
+DERIVING = """\
+default_decision: deny
+risk_tag_derivers:
+  - topics: [job.bank.transfer]
+    amount_thresholds: [{below: 1000, tag: standard}, {tag: high_value}]
+rules:
+  - {id: big, match: {risk_tags: [high_value]}, decision: require_approval}
+  - {id: small, match: {risk_tags: [standard]}, decision: allow}
+"""
+
+
+@pytest.fixture
+def deriving_kernel(tmp_path):
+    path = tmp_path / "safety.yaml"
+    path.write_text(DERIVING)
+    addr = f"127.0.0.1:{free_port()}"
+    server = serve(addr, Policy(path))
+    yield addr
+    server.stop(grace=0)
+
+
+def transfer(unique: str, **labels: str) -> protocol.JobRequest:
+    return protocol.JobRequest(
+        job_id=f"job-{unique}", topic="job.bank.transfer", tenant_id="t1",
+        context_ptr=protocol.pointer(protocol.context_key(f"job-{unique}")), labels=labels,
+        meta=protocol.job_pb2.JobMetadata(risk_tags=["standard"]))
+
+
+def test_the_kernel_derives_risk_tags_from_the_payload_read_by_the_client(aloop, unique,
+                                                                         deriving_kernel):
+    redis = aioredis.Redis.from_url(REDIS_URL)
+    client = SafetyClient(deriving_kernel, 2.0, payload_reader=redis_payload_reader(redis))
+    small, big = transfer(f"{unique}-s"), transfer(f"{unique}-b")
+    # A client-made label claiming a small amount is not passed on
+    spoofed = transfer(f"{unique}-x", **{"_content.payload_json": '{"amount": 1}'})
+    keys = [protocol.context_key(j.job_id) for j in (small, big, spoofed)]
+
+    async def scenario():
+        await redis.set(keys[0], b'{"amount": 999}')
+        await redis.set(keys[1], b'{"amount": 1000}')
+        await redis.set(keys[2], b'{"amount": 5000}')
+        return [await client.check(j, "t1") for j in (small, big, spoofed)]
+
+    try:
+        verdicts = aloop.run_until_complete(scenario())
+    finally:
+        aloop.run_until_complete(redis.delete(*keys))
+        aloop.run_until_complete(client.aclose())
+        aloop.run_until_complete(redis.aclose())
+    assert [(v.decision, v.rule_id) for v in verdicts] == [
+        (Decision.ALLOW, "small"), (Decision.REQUIRE_APPROVAL, "big"),
+        (Decision.REQUIRE_APPROVAL, "big")]
+
+
+def test_without_a_payload_the_derived_tag_is_the_highest(aloop, unique, deriving_kernel):
+    async def failing_reader(ptr: str) -> bytes | None:
+        raise ConnectionError("store down")
+
+    breaker = CircuitBreaker(None, policy=BreakerPolicy(fail_threshold=1))
+    no_reader = SafetyClient(deriving_kernel, 2.0)
+    broken = SafetyClient(deriving_kernel, 2.0, payload_reader=failing_reader, breaker=breaker)
+    try:
+        verdicts = [aloop.run_until_complete(c.check(transfer(unique), "t1"))
+                    for c in (no_reader, broken)]
+        state = aloop.run_until_complete(breaker.state())
+    finally:
+        for c in (no_reader, broken):
+            aloop.run_until_complete(c.aclose())
+    assert [(v.decision, v.rule_id) for v in verdicts] == [
+        (Decision.REQUIRE_APPROVAL, "big")] * 2
+    # The store's failure is not the kernel's: a one-failure breaker stays closed
+    assert (state.state, state.failures) == (CircuitState.CLOSED, 0)
+
+
+def test_check_request_sends_the_payload_as_cordum_does():
+    req = protocol.JobRequest(job_id="j1", topic="job.x",
+                              labels={"content_type": "application/json",
+                                      "_content.payload_json": "forged", "_content.x": "y",
+                                      "k": "v"})
+
+    bare = check_request(req, "t")
+    small = check_request(req, "t", payload=b'{"amount": 3}')
+    large = check_request(req, "t", payload=b"x" * (64 * 1024 + 1))
+    huge = check_request(req, "t", payload=b"y" * (MAX_INPUT_CONTENT_BYTES + 10))
+    binary = check_request(req, "t", payload=b"\xff\xfe")
+
+    assert dict(bare.labels) == {"content_type": "application/json", "k": "v"}
+    assert bare.input_content == b"" and bare.input_size_bytes == 0
+    assert small.input_content == b'{"amount": 3}' and small.input_size_bytes == 13
+    assert small.input_content_type == "application/json"
+    assert small.labels["_content.payload_json"] == '{"amount": 3}'
+    assert "_content.payload_json" not in large.labels
+    assert len(large.input_content) == 64 * 1024 + 1
+    assert len(huge.input_content) == MAX_INPUT_CONTENT_BYTES
+    assert huge.input_size_bytes == MAX_INPUT_CONTENT_BYTES + 10
+    assert "_content.payload_json" not in binary.labels and binary.input_content == b"\xff\xfe"

@@ -363,3 +363,107 @@ def test_snapshot_is_a_hash_of_the_file():
     assert policy("default_decision: deny\n").snapshot != policy("default_decision: allow\n"
                                                                   ).snapshot
     assert policy("{}").snapshot.startswith("sha256:")
+
+
+# -- what may be cached -------------------------------------------------------------
+
+def test_decisions_that_involve_a_velocity_window_or_throttle_are_not_cacheable():
+    p = policy("default_decision: allow\nrules:\n"
+               "  - {id: v, match: {topics: [job.v]}, decision: throttle,\n"
+               "     velocity: {max_requests: 5, window_seconds: 10, key: tenant}}\n"
+               "  - {id: t, match: {topics: [job.t]}, decision: throttle}\n"
+               "  - {id: a, match: {topics: ['job.*']}, decision: allow}\n")
+    counter = VelocityCounter(Clock())
+    # A velocity rule within its limit falls through to the allow rule: still not cacheable
+    under_limit = p.evaluate(PolicyInput(topic="job.v", tenant="x", job_id="1"), velocity=counter)
+    assert (under_limit.rule_id, under_limit.cacheable) == ("a", False)
+    assert p.evaluate(PolicyInput(topic="job.t"), velocity=counter).cacheable is False
+    assert p.evaluate(PolicyInput(topic="job.other"), velocity=counter).cacheable is True
+    assert policy("{}").evaluate(PolicyInput(topic="job.x")).cacheable is True
+
+
+# -- velocity keys ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("key", "same", "different"), [
+    ("actor_id", {"actor_id": "u1", "tenant": "a"}, {"actor_id": "u2", "tenant": "a"}),
+    ("tenant:actor_type", {"tenant": "a", "actor_type": "human"},
+     {"tenant": "a", "actor_type": "service"}),
+    ("pack_id:capability", {"pack_id": "p", "capability": "c"},
+     {"pack_id": "p", "capability": "d"}),
+    ("labels.session", {"labels": {"session": "s1"}}, {"labels": {"session": "s2"}}),
+])
+def test_velocity_key_parts_separate_windows(key, same, different):
+    p = policy(one_rule("{topics: [job.x]}", "throttle",
+                        f"    velocity: {{max_requests: 1, window_seconds: 10, key: '{key}'}}\n"))
+    counter = VelocityCounter(Clock())
+    first = p.evaluate(PolicyInput(topic="job.x", job_id="1", **same), velocity=counter)
+    other = p.evaluate(PolicyInput(topic="job.x", job_id="2", **different), velocity=counter)
+    again = p.evaluate(PolicyInput(topic="job.x", job_id="3", **same), velocity=counter)
+    assert [first.decision, other.decision, again.decision] == [
+        DecisionKind.ALLOW, DecisionKind.ALLOW, DecisionKind.THROTTLE]
+
+
+# -- risk-tag derivation: field, sources, the shipped example ------------------------
+
+HIGH_VALUE = """\
+default_decision: allow
+risk_tag_derivers:
+  - topics: ['job.bank.*']
+    amount_field: transfer.amount
+    amount_thresholds: [{below: 10000, tag: standard}, {tag: high_value}]
+rules:
+  - {id: big, match: {risk_tags: [high_value]}, decision: require_approval}
+"""
+
+
+@pytest.mark.parametrize(("content", "labels", "tags"), [
+    ({"transfer": {"amount": 9999.99}}, {}, ("standard",)),
+    ({"transfer": {"amount": 10000}}, {}, ("high_value",)),
+    ({"amount": 5}, {}, ("high_value",)),                       # not at the configured field
+    ({"transfer": {"amount": "NaN"}}, {}, ("high_value",)),
+    ({"transfer": {"amount": True}}, {}, ("high_value",)),
+    # The payload itself wins over a label describing it
+    ({"transfer": {"amount": 50000}}, {"_content.payload_json": '{"transfer":{"amount":1}}'},
+     ("high_value",)),
+    (None, {"_content.payload_json": '{"transfer":{"amount":1}}'}, ("standard",)),
+    # An ordinary label is never read
+    (None, {"amount": "1", "transfer.amount": "1"}, ("high_value",)),
+])
+def test_amount_field_and_sources(content, labels, tags):
+    body = json.dumps(content).encode() if content is not None else b""
+    d = policy(HIGH_VALUE).evaluate(PolicyInput(topic="job.bank.send", labels=labels,
+                                                input_content=body, risk_tags=("standard",)))
+    assert d.risk_tags == tags
+    assert d.decision is (DecisionKind.REQUIRE_APPROVAL if tags == ("high_value",)
+                          else DecisionKind.ALLOW)
+
+
+def test_a_bad_amount_field_is_a_load_error():
+    with pytest.raises(PolicyError, match=r"risk_tag_derivers\[0\].amount_field"):
+        policy("risk_tag_derivers: [{topics: [job.a], amount_field: 'a..b', "
+               "amount_thresholds: [{tag: x}]}]")
+
+
+def shipped_example() -> str:
+    """The commented example at the end of config/safety.yaml, uncommented."""
+    lines = SHIPPED.read_text().splitlines()
+    start, end = lines.index("# --- example begin"), lines.index("# --- example end")
+    return "\n".join(line[2:] for line in lines[start + 1:end]) + "\n"
+
+
+def test_the_commented_example_in_safety_yaml_works():
+    p = policy(shipped_example())
+
+    def transfer(amount: float, job_id: str = "j", actor: str = "u1"):
+        return PolicyInput(topic="job.bank.transfer", tenant="t", actor_id=actor, job_id=job_id,
+                           input_content=json.dumps({"amount": amount}).encode())
+
+    counter = VelocityCounter(Clock())
+    big = p.evaluate(transfer(25_000), velocity=counter)
+    small = p.evaluate(transfer(120), velocity=counter)
+    assert (big.decision, big.rule_id, big.risk_tags) == (
+        DecisionKind.REQUIRE_APPROVAL, "high-value-transfer-approval", ("finance", "high_value"))
+    assert (small.decision, small.rule_id) == (DecisionKind.ALLOW, "transfer-allow")
+    seen = [p.evaluate(transfer(10, f"v{i}", "u2"), velocity=counter).decision
+            for i in range(21)]
+    assert seen[:20] == [DecisionKind.ALLOW] * 20 and seen[20] is DecisionKind.THROTTLE

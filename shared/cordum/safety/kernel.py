@@ -5,18 +5,29 @@ Answers from config/safety.yaml (see :mod:`cordum.safety.policy` for the rules):
 - ``Check`` / ``Evaluate``: the decision; velocity windows count the request.
 - ``Simulate``: the same decision without side effects (velocity is looked at, not
   counted; nothing is cached).
-- ``Explain``: like Simulate, with a reason naming the rule that decided and why
-  each earlier rule did not match.
+- ``Explain``: like Simulate, with a reason naming what decided and why every other
+  rule did not.
 - ``ListSnapshots``: snapshots loaded by this process, the current one first.
+
+Simulate and Explain answer from the loaded policy, or from a candidate policy sent
+as the YAML text of binary metadata ``cordum-policy-bin`` (see
+:func:`candidate_metadata`). A candidate is parsed for that one call and never
+replaces the loaded policy; the answer carries the candidate's snapshot. A candidate
+that does not parse is INVALID_ARGUMENT naming the field. Metadata of up to
+:data:`MAX_METADATA_BYTES` is accepted.
 
 Hot reload: the file's stat (mtime, size, inode) is compared at most once per
 ``check_interval_s`` when a call arrives. A file that no longer parses keeps the
-last good policy in force and is logged once per change.
+last good policy (and its snapshot) in force and is logged once per change.
 
 Decision cache: ``SAFETY_DECISION_CACHE_TTL`` seconds (``0``/unset: off; ``5``,
-``5s``, ``500ms`` accepted). Keyed by the policy snapshot and every request field
-that can change a decision except the job id; bypassed while the policy has
-velocity rules, since their answer changes with every request.
+``5s``, ``500ms`` accepted). Keyed by the policy snapshot and a hash of every
+request field that can change a decision except the job id; emptied when the
+snapshot changes. A decision that involved a velocity window, and any THROTTLE, is
+never stored, since the same request may be answered differently a moment later.
+
+Velocity windows are shared by every replica through Redis when ``REDIS_URL`` is
+set (:mod:`cordum.safety.velocity`). TLS: :mod:`cordum.safety.tls`.
 """
 
 from __future__ import annotations
@@ -46,11 +57,17 @@ from cordum.safety.policy import (
     SafetyPolicy,
     VelocityCounter,
     load_policy,
+    parse_policy,
 )
+from cordum.safety.tls import server_tls_from_env
+from cordum.safety.velocity import RedisVelocityCounter, velocity_from_env
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from pathlib import Path
+
+    from cordum.safety.tls import ServerTLS
+    from cordum.safety.velocity import VelocityWindows
 
 log = logging.getLogger("cordum.safety.kernel")
 
@@ -59,6 +76,10 @@ DECISION_CACHE_MAX_ENV = "SAFETY_DECISION_CACHE_MAX_SIZE"
 DEFAULT_DECISION_CACHE_MAX = 10_000
 SNAPSHOT_HISTORY = 10
 """How many snapshots ListSnapshots reports."""
+CANDIDATE_POLICY_METADATA = "cordum-policy-bin"
+"""Binary metadata key carrying a candidate policy's YAML for Simulate / Explain."""
+MAX_METADATA_BYTES = 1024 * 1024
+"""Metadata the server accepts per call (gRPC's default, 8 KiB, is less than a policy)."""
 
 DEFAULT_TOPIC_RULE = "default-topic-allow"
 """The rule of the shipped config/safety.yaml that allows job.default and job.echo."""
@@ -141,21 +162,34 @@ class Policy:
 
 
 class DecisionCache:
-    """TTL cache of responses; the oldest entry goes first when full."""
+    """TTL cache of responses for one policy snapshot; the oldest entry goes first
+    when full, and every entry goes when the snapshot changes."""
 
-    def __init__(self, ttl_s: float, max_size: int = DEFAULT_DECISION_CACHE_MAX) -> None:
+    def __init__(self, ttl_s: float, max_size: int = DEFAULT_DECISION_CACHE_MAX, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl_s = ttl_s
         self.max_size = max_size
         self.hits = 0
+        self._clock = clock
         self._lock = threading.Lock()
+        self._snapshot = ""
         self._entries: OrderedDict[str, tuple[float, Any]] = OrderedDict()
 
-    def get(self, key: str) -> Any | None:
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, snapshot: str, key: str) -> Any | None:
+        """A copy of the stored response, or None (missing, expired, other snapshot)."""
         with self._lock:
+            if snapshot != self._snapshot:
+                # A reload: nothing decided under the old policy may answer any more.
+                self._entries.clear()
+                self._snapshot = snapshot
+                return None
             entry = self._entries.get(key)
             if entry is None:
                 return None
-            if entry[0] <= time.monotonic():
+            if entry[0] <= self._clock():
                 del self._entries[key]
                 return None
             self.hits += 1
@@ -163,12 +197,14 @@ class DecisionCache:
             response.CopyFrom(entry[1])
             return response
 
-    def put(self, key: str, response: Any) -> None:
+    def put(self, snapshot: str, key: str, response: Any) -> None:
         stored = safety_pb2.PolicyCheckResponse()
         stored.CopyFrom(response)
         stored.approval_ref = ""
         with self._lock:
-            self._entries[key] = (time.monotonic() + self.ttl_s, stored)
+            if snapshot != self._snapshot:
+                return  # decided under a policy that is no longer the cache's
+            self._entries[key] = (self._clock() + self.ttl_s, stored)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_size:
                 self._entries.popitem(last=False)
@@ -253,13 +289,19 @@ def _constraints(c: Constraints) -> Any:
     )
 
 
+def candidate_metadata(policy_text: str | bytes) -> tuple[tuple[str, bytes]]:
+    """gRPC metadata asking Simulate / Explain to answer from ``policy_text``."""
+    data = policy_text.encode() if isinstance(policy_text, str) else policy_text
+    return ((CANDIDATE_POLICY_METADATA, data),)
+
+
 class PolicyKernel(safety_pb2_grpc.SafetyKernelServicer):
     """The SafetyKernel servicer: a policy file, its velocity windows, a cache."""
 
     def __init__(self, policy: Policy, *, cache_ttl_s: float | None = None,
-                 velocity: VelocityCounter | None = None) -> None:
+                 velocity: VelocityWindows | None = None) -> None:
         self.policy = policy
-        self.velocity = velocity or VelocityCounter()
+        self.velocity: VelocityWindows = velocity or VelocityCounter()
         ttl = cache_ttl_from_env() if cache_ttl_s is None else cache_ttl_s
         self.cache = DecisionCache(ttl, _cache_max_from_env()) if ttl > 0 else None
 
@@ -268,17 +310,17 @@ class PolicyKernel(safety_pb2_grpc.SafetyKernelServicer):
         current = self.policy.refresh()
         req = policy_input(request)
         key = ""
-        if self.cache is not None and not current.has_velocity:
+        if self.cache is not None:
             key = f"{current.snapshot}:{req.cache_key()}"
-            cached = self.cache.get(key)
+            cached = self.cache.get(current.snapshot, key)
             if cached is not None:
                 if cached.approval_required:
                     cached.approval_ref = req.job_id
                 return cached
         decision = current.evaluate(req, velocity=self.velocity)
         response = to_response(decision, req.job_id)
-        if key and self.cache is not None:
-            self.cache.put(key, response)
+        if key and decision.cacheable and self.cache is not None:
+            self.cache.put(current.snapshot, key, response)
         log.debug("decision %s rule=%s topic=%s tenant=%s job=%s", decision.decision.value,
                   decision.rule_id, req.topic, req.tenant, req.job_id)
         return response
@@ -291,27 +333,49 @@ class PolicyKernel(safety_pb2_grpc.SafetyKernelServicer):
 
     def Simulate(self, request, context):  # noqa: N802
         req = policy_input(request)
-        decision = self.policy.refresh().evaluate(req, velocity=self.velocity, dry_run=True)
+        decision = self._policy_for(context).evaluate(req, velocity=self.velocity,
+                                                      dry_run=True)
         return to_response(decision, req.job_id)
 
     def Explain(self, request, context):  # noqa: N802
         req = policy_input(request)
-        decision = self.policy.refresh().explain(req, velocity=self.velocity)
+        decision = self._policy_for(context).explain(req, velocity=self.velocity)
         return to_response(decision, req.job_id)
 
     def ListSnapshots(self, request, context):  # noqa: N802
         self.policy.refresh()
         return safety_pb2.ListSnapshotsResponse(snapshots=self.policy.snapshots)
 
+    def _policy_for(self, context: Any) -> SafetyPolicy:
+        """The candidate sent with the call, else the loaded policy."""
+        for key, value in context.invocation_metadata() or ():
+            if key == CANDIDATE_POLICY_METADATA:
+                data = value if isinstance(value, bytes) else value.encode()
+                try:
+                    return parse_policy(data, "candidate policy")
+                except PolicyError as exc:
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return self.policy.refresh()
 
-def serve(addr: str, policy: Policy | PolicyKernel) -> grpc.Server:
+
+def serve(addr: str, policy: Policy | PolicyKernel, *,
+          tls: ServerTLS | None = None) -> grpc.Server:
+    """Start the SafetyKernel (and output policy) service on ``addr``; TLS only when
+    ``tls`` is given."""
     kernel = policy if isinstance(policy, PolicyKernel) else PolicyKernel(policy)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[
+        ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+        ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
+    ])
     safety_pb2_grpc.add_SafetyKernelServicer_to_server(kernel, server)
     # The output policy (our own service: CAP has none) is served from the same
     # process and the same policy file.
     add_output_policy_service(server, kernel.policy)
-    if server.add_insecure_port(addr) == 0:
+    if tls is None:
+        port = server.add_insecure_port(addr)
+    else:
+        port = server.add_secure_port(addr, tls.credentials())
+    if port == 0:
         raise SystemExit(f"safety kernel: cannot listen on {addr}")
     server.start()
     return server
@@ -324,15 +388,19 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    cfg = load_settings()
     try:
-        kernel = PolicyKernel(Policy(cfg.config_dir / "safety.yaml"))
-    except PolicyError as exc:
+        cfg = load_settings()
+        tls = server_tls_from_env()
+        kernel = PolicyKernel(Policy(cfg.config_dir / "safety.yaml"),
+                              velocity=velocity_from_env(os.environ))
+    except ConfigError as exc:
         raise SystemExit(f"safety kernel: {exc}") from exc
-    server = serve(args.addr, kernel)
-    log.info("listening on %s, policy %s (%s), decision cache %s", args.addr,
-             kernel.policy.path, kernel.policy.snapshot,
-             f"{kernel.cache.ttl_s:g}s" if kernel.cache else "off")
+    server = serve(args.addr, kernel, tls=tls)
+    log.info("listening on %s (%s), policy %s (%s), decision cache %s, velocity %s",
+             args.addr, "tls" if tls else "plaintext", kernel.policy.path,
+             kernel.policy.snapshot, f"{kernel.cache.ttl_s:g}s" if kernel.cache else "off",
+             "shared in redis" if isinstance(kernel.velocity, RedisVelocityCounter)
+             else "per process")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

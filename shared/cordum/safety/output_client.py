@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from cordum.config import ConfigError
 from cordum.safety.breaker import OUTPUT_BREAKER_KEY, CircuitBreaker
+from cordum.safety.client import CHANNEL_OPTIONS
 from cordum.safety.failmode import FailMode, output_fail_mode
 from cordum.safety.output_policy import OutputDecision
 from cordum.safety.output_service import (
@@ -37,6 +38,7 @@ from cordum.safety.output_service import (
     decode,
     encode,
 )
+from cordum.safety.tls import client_tls_from_env
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     import grpc.aio
 
     from cordum.safety.breaker import Breaker
+    from cordum.safety.tls import ClientTLS
 
 META_TIMEOUT_ENV = "CORDUM_OUTPUT_META_TIMEOUT_MS"
 META_TIMEOUT_S = 0.5
@@ -123,8 +126,12 @@ class OutputPolicyClient:
         fail_mode: FailMode | None = None,
         meta_timeout: float | None = None,
         channel_factory: Callable[[str], grpc.aio.Channel] | None = None,
+        tls: ClientTLS | None = None,
     ) -> None:
         self._addr = addr
+        if tls is None and channel_factory is None:
+            tls = client_tls_from_env()
+        self._tls = tls
         self._breaker: Breaker = breaker or CircuitBreaker(None, key=OUTPUT_BREAKER_KEY)
         self.fail_mode = fail_mode if fail_mode is not None else output_fail_mode()
         self.meta_timeout_s = meta_timeout if meta_timeout is not None else meta_timeout_s()
@@ -181,9 +188,13 @@ class OutputPolicyClient:
         if self._channel_factory is not None:
             self._channel = self._channel_factory(self._addr)
         else:
-            self._channel = grpc.aio.insecure_channel(self._addr, options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
+            options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                       ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                       *CHANNEL_OPTIONS]
+            if self._tls is not None:
+                self._channel = self._tls.channel(self._addr, options=options)
+            else:
+                self._channel = grpc.aio.insecure_channel(self._addr, options=options)
         self._calls.clear()
         return self._channel
 

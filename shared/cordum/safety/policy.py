@@ -7,7 +7,8 @@ errors name the file and the field); ``SafetyPolicy.evaluate(PolicyInput)`` give
 1. An empty topic, or one outside ``job.*``, is denied.
 2. The tenant is the request's, else ``default_tenant``, else ``"default"``.
 3. Risk tags: a ``risk_tag_derivers`` entry whose topic glob matches replaces the
-   client's risk tags with tags derived from the job's ``amount`` (anti-spoofing).
+   client's risk tags with tags derived from the job's payload (anti-spoofing; see
+   :mod:`cordum.safety.risk`).
 4. ``tenants.<tenant>``: a topic matching ``deny_topics`` is denied; with a
    non-empty ``allow_topics`` a topic matching none of them is denied.
 5. ``rules`` in file order, first match wins. A rule with ``velocity`` fires only
@@ -16,13 +17,15 @@ errors name the file and the field); ``SafetyPolicy.evaluate(PolicyInput)`` give
 6. With no ``rules`` at all, a topic in the tenant's ``allow_topics`` is allowed.
 7. ``default_decision`` (deny unless it says allow).
 
+Every decision carries the id of the rule (or gate) that made it, a reason and the
+policy snapshot; a rule without ``reason`` gets "matched rule <id>".
+
 Cordum reads the ``tenants`` lists only when a policy has no rules; here they are
 also a gate in front of the rules, so a tenant's ``deny_topics`` cannot be
 overridden by a broader allow rule.
 
-Velocity windows are counted in this process. Each kernel replica keeps its own
-counts, so with N replicas behind a balancer a limit lets up to N times
-``max_requests`` through per window.
+Velocity windows are kept by whoever evaluates (:mod:`cordum.safety.velocity`): in
+the kernel they are shared by every replica through Redis when ``REDIS_URL`` is set.
 """
 
 from __future__ import annotations
@@ -30,10 +33,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-import threading
-import time
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -50,6 +50,12 @@ from pydantic import (
 
 from cordum.config import ConfigError
 
+# Re-exported: these lived here first and callers import them from this module.
+from cordum.safety.risk import AmountThreshold as AmountThreshold
+from cordum.safety.risk import RiskTagDeriver, derive_risk_tags
+from cordum.safety.velocity import VelocityCounter as VelocityCounter
+from cordum.safety.velocity import VelocityWindows
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -63,7 +69,7 @@ DEFAULT_RULE_ID = "default"
 VELOCITY_KEY_FIELDS = ("actor_id", "actor_type", "tenant", "topic", "pack_id", "capability")
 """Names a velocity ``key`` part may use, besides ``labels.<name>``."""
 
-
+_TENANT_GATE = "the tenant's topic lists decide before the rules"
 
 _R = TypeVar("_R")
 
@@ -271,49 +277,6 @@ class TenantPolicy(BaseModel):
     deny_topics: StrList = Field(default_factory=list)
 
 
-class AmountThreshold(_Strict):
-    tag: str = Field(min_length=1)
-    below: float | None = None
-    """The tag applies to amounts below this; omitted on the last entry (no bound)."""
-
-
-class RiskTagDeriver(_Strict):
-    """Server-side risk tags for some topics, from the job's numeric ``amount``.
-
-    The amount is read from the JSON object in label ``_content.payload_json``, then
-    the request's ``input_content``, then label ``_content.prompt``; a number or a
-    numeric string. The first threshold whose ``below`` exceeds the amount gives the
-    tag; at or above all of them the last entry's tag applies. A missing amount, or
-    one <= 0, also gets the last (highest-risk) tag. Derived tags REPLACE the
-    client's ``risk_tags`` for these topics, so a client cannot under-declare.
-    """
-
-    topics: StrList = Field(min_length=1)
-    amount_thresholds: list[AmountThreshold] = Field(min_length=1)
-    base_tags: StrList = Field(default_factory=list)
-
-    @field_validator("amount_thresholds")
-    @classmethod
-    def _ascending(cls, v: list[AmountThreshold]) -> list[AmountThreshold]:
-        bounds = [t.below for t in v]
-        if any(b is None for b in bounds[:-1]):
-            raise ValueError("only the last threshold may omit 'below'")
-        finite = [b for b in bounds if b is not None]
-        if finite != sorted(finite):
-            raise ValueError("thresholds must be in ascending order of 'below'")
-        return v
-
-    def derive(self, labels: Mapping[str, str], content: bytes) -> tuple[str, ...]:
-        amount = _extract_amount(labels, content)
-        tag = self.amount_thresholds[-1].tag
-        if amount is not None and amount > 0:
-            for threshold in self.amount_thresholds:
-                if threshold.below is not None and amount < threshold.below:
-                    tag = threshold.tag
-                    break
-        return (*self.base_tags, tag)
-
-
 class PolicyDocument(BaseModel):
     """safety.yaml. Sections read by other components (``input_policy``,
     ``output_policy``, ``output_rules``…) are accepted and not evaluated here."""
@@ -371,8 +334,9 @@ class PolicyInput:
     input_content: bytes = b""
 
     def cache_key(self) -> str:
-        """Everything that can change a decision except ``job_id`` (which only
-        feeds ``approval_ref`` and velocity, and velocity policies are not cached)."""
+        """Everything that can change a decision except ``job_id``, which only feeds
+        ``approval_ref`` and velocity windows (decisions that involve a velocity window
+        are never cached)."""
         doc = {
             "topic": self.topic, "tenant": self.tenant, "labels": dict(self.labels),
             "capability": self.capability, "risk_tags": list(self.risk_tags),
@@ -394,58 +358,20 @@ class Decision:
     remediations: tuple[Remediation, ...] = ()
     risk_tags: tuple[str, ...] = ()
     """The risk tags the rules were matched against (derived ones when derived)."""
-
-
-class VelocityCounter:
-    """In-process sliding windows, one per (rule id, key value).
-
-    A request is remembered by its job id, so a job checked twice (a redelivery, a
-    retry) counts once; a request without a job id counts every time.
-    """
-
-    _SWEEP_AT = 10_000
-    """Number of windows above which idle ones are dropped on the next record."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._windows: dict[tuple[str, str], dict[str, float]] = {}
-
-    def record(self, rule_id: str, key: str, member: str, window_s: float) -> int:
-        """Add ``member`` now; return how many requests the window holds with it."""
-        now = self._clock()
-        with self._lock:
-            window = self._windows.setdefault((rule_id, key), {})
-            self._expire(window, now - window_s)
-            window[member or f"anon-{uuid.uuid4().hex}"] = now
-            if len(self._windows) > self._SWEEP_AT:
-                self._sweep(now - window_s)
-            return len(window)
-
-    def peek(self, rule_id: str, key: str, window_s: float) -> int:
-        """How many requests the window holds, without recording one."""
-        now = self._clock()
-        with self._lock:
-            window = self._windows.get((rule_id, key), {})
-            return sum(1 for t in window.values() if t > now - window_s)
-
-    @staticmethod
-    def _expire(window: dict[str, float], cutoff: float) -> None:
-        for member in [m for m, t in window.items() if t <= cutoff]:
-            del window[member]
-
-    def _sweep(self, cutoff: float) -> None:
-        # Windows differ in length; the current rule's cutoff is only used to drop
-        # windows that are entirely older than it, which is safe for a sweep.
-        for key in [k for k, w in self._windows.items() if all(t <= cutoff for t in w.values())]:
-            del self._windows[key]
+    cacheable: bool = True
+    """False when a velocity window took part or the answer is THROTTLE: the same
+    request may be answered differently a moment later."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Outcome:
     decision: Decision
     skipped: tuple[str, ...]
-    """One line per rule (or gate) that did not decide, saying why."""
+    """One line per rule that did not decide before the one that did, saying why."""
+    later: tuple[str, ...] = ()
+    """One line per rule after the one that decided (filled for explain only)."""
+    gate: str = ""
+    """Set when a gate in front of the rules decided, saying so."""
 
 
 class SafetyPolicy:
@@ -455,41 +381,47 @@ class SafetyPolicy:
         self.document = document
         self.snapshot = snapshot
         self.source = source
-        self.has_velocity = any(r.velocity is not None for r in document.rules)
 
-    def evaluate(self, request: PolicyInput, *, velocity: VelocityCounter | None = None,
+    def evaluate(self, request: PolicyInput, *, velocity: VelocityWindows | None = None,
                  dry_run: bool = False) -> Decision:
         """The decision for ``request``. ``velocity`` holds the rate windows (none:
         velocity rules are skipped); ``dry_run`` looks at them without counting."""
         return self._run(request, velocity, dry_run).decision
 
     def explain(self, request: PolicyInput, *,
-                velocity: VelocityCounter | None = None) -> Decision:
-        """Like a dry-run ``evaluate``, with a reason naming the rule that decided and
-        why each earlier rule did not."""
-        outcome = self._run(request, velocity, dry_run=True)
+                velocity: VelocityWindows | None = None) -> Decision:
+        """Like a dry-run ``evaluate``, with a reason naming what decided and why each
+        other rule did not: an earlier rule did not match (or was within its velocity
+        limit), a later one was not reached or would not have matched either."""
+        outcome = self._run(request, velocity, dry_run=True, explain=True)
         d = outcome.decision
         lines = [f"decided by {d.rule_id or 'kernel'}: {d.decision.value}"
                  + (f" ({d.reason})" if d.reason else "")]
+        if outcome.gate:
+            lines.append(outcome.gate)
         if outcome.skipped:
             lines.append("not matched: " + "; ".join(outcome.skipped))
+        if outcome.later:
+            lines.append("not reached: " + "; ".join(outcome.later))
         return Decision(d.decision, ". ".join(lines), d.rule_id, d.snapshot, d.constraints,
-                        d.approval_required, d.remediations, d.risk_tags)
+                        d.approval_required, d.remediations, d.risk_tags, cacheable=False)
 
     # -- evaluation ---------------------------------------------------------------
 
-    def _run(self, req: PolicyInput, velocity: VelocityCounter | None,
-             dry_run: bool) -> _Outcome:
+    def _run(self, req: PolicyInput, velocity: VelocityWindows | None,
+             dry_run: bool, explain: bool = False) -> _Outcome:
         doc = self.document
         topic = req.topic.strip()
         if not topic:
-            return _Outcome(self._deny("kernel:missing-topic", "missing topic"), ())
+            return _Outcome(self._deny("kernel:missing-topic", "missing topic"), (),
+                            gate=self._not_evaluated("the topic is empty"))
         if not topic.startswith(TOPIC_PREFIX):
             return _Outcome(self._deny("kernel:unsupported-topic",
                                        f"unsupported topic {topic!r}: only job.* is accepted"),
-                            ())
+                            (), gate=self._not_evaluated("the topic is outside job.*"))
         tenant = req.tenant.strip() or doc.default_tenant.strip() or DEFAULT_TENANT
-        risk_tags = self._risk_tags(topic, req)
+        risk_tags = derive_risk_tags(doc.risk_tag_derivers, topic, req.labels,
+                                     req.input_content, req.risk_tags)
         skipped: list[str] = []
 
         tenant_policy = doc.tenants.get(tenant)
@@ -499,24 +431,30 @@ class SafetyPolicy:
                 return _Outcome(self._deny(
                     f"tenant:{tenant}:deny_topics",
                     f"topic {topic!r} denied by tenant {tenant!r} policy ({denied!r})",
-                    risk_tags), ())
+                    risk_tags), (), gate=self._not_evaluated(_TENANT_GATE))
             if tenant_policy.allow_topics and _first_glob(tenant_policy.allow_topics,
                                                           topic) is None:
                 return _Outcome(self._deny(
                     f"tenant:{tenant}:allow_topics",
-                    f"topic {topic!r} not in tenant {tenant!r} allow_topics", risk_tags), ())
+                    f"topic {topic!r} not in tenant {tenant!r} allow_topics", risk_tags), (),
+                    gate=self._not_evaluated(_TENANT_GATE))
 
-        for rule in doc.rules:
+        counted = False
+        for index, rule in enumerate(doc.rules):
             why_not = _mismatch(rule.match, req, topic, tenant, risk_tags)
             if why_not is not None:
                 skipped.append(f"{rule.id}: {why_not}")
                 continue
             if rule.velocity is not None:
+                counted = True
                 within = self._within_velocity(rule, req, topic, tenant, velocity, dry_run)
                 if within is not None:
                     skipped.append(f"{rule.id}: {within}")
                     continue
-            return _Outcome(self._from_rule(rule, risk_tags), tuple(skipped))
+            decision = self._from_rule(rule, risk_tags, cacheable=not counted)
+            later = (self._later(doc.rules[index + 1:], req, topic, tenant, risk_tags)
+                     if explain else ())
+            return _Outcome(decision, tuple(skipped), later)
 
         if not doc.rules and tenant_policy is not None and tenant_policy.allow_topics:
             return _Outcome(Decision(DecisionKind.ALLOW,
@@ -525,17 +463,27 @@ class SafetyPolicy:
                                      risk_tags=risk_tags), tuple(skipped))
         kind = doc.default_decision
         return _Outcome(Decision(kind, f"no matching rule — default policy: {kind.value}",
-                                 DEFAULT_RULE_ID, self.snapshot, risk_tags=risk_tags),
+                                 DEFAULT_RULE_ID, self.snapshot, risk_tags=risk_tags,
+                                 cacheable=not counted),
                         tuple(skipped))
 
-    def _risk_tags(self, topic: str, req: PolicyInput) -> tuple[str, ...]:
-        for deriver in self.document.risk_tag_derivers:
-            if _first_glob(deriver.topics, topic) is not None:
-                return deriver.derive(req.labels, req.input_content)
-        return req.risk_tags
+    def _not_evaluated(self, why: str) -> str:
+        if not self.document.rules:
+            return ""
+        return f"rules not evaluated: {why}"
+
+    @staticmethod
+    def _later(rules: list[Rule], req: PolicyInput, topic: str, tenant: str,
+               risk_tags: tuple[str, ...]) -> tuple[str, ...]:
+        lines = []
+        for rule in rules:
+            why_not = _mismatch(rule.match, req, topic, tenant, risk_tags)
+            lines.append(f"{rule.id}: " + (why_not if why_not is not None
+                                           else "would match too, but the first match decides"))
+        return tuple(lines)
 
     def _within_velocity(self, rule: Rule, req: PolicyInput, topic: str, tenant: str,
-                         velocity: VelocityCounter | None, dry_run: bool) -> str | None:
+                         velocity: VelocityWindows | None, dry_run: bool) -> str | None:
         """None when the rule's limit is exceeded (it fires); else why it is skipped."""
         assert rule.velocity is not None
         if velocity is None:
@@ -553,14 +501,16 @@ class SafetyPolicy:
         return (f"velocity {count}/{limit.max_requests} in {limit.window_seconds:g}s "
                 f"for {limit.key}={key!r}, within limit")
 
-    def _from_rule(self, rule: Rule, risk_tags: tuple[str, ...]) -> Decision:
+    def _from_rule(self, rule: Rule, risk_tags: tuple[str, ...], *,
+                   cacheable: bool) -> Decision:
         kind = rule.decision
         constraints = None if rule.constraints.is_empty() else rule.constraints
         if kind is DecisionKind.ALLOW and constraints is not None:
             kind = DecisionKind.ALLOW_WITH_CONSTRAINTS
         return Decision(kind, rule.reason or f"matched rule {rule.id}", rule.id, self.snapshot,
                         constraints, kind is DecisionKind.REQUIRE_APPROVAL,
-                        tuple(rule.remediations), risk_tags)
+                        tuple(rule.remediations), risk_tags,
+                        cacheable=cacheable and kind is not DecisionKind.THROTTLE)
 
     def _deny(self, rule_id: str, reason: str, risk_tags: tuple[str, ...] = ()) -> Decision:
         return Decision(DecisionKind.DENY, reason, rule_id, self.snapshot, risk_tags=risk_tags)
@@ -702,31 +652,3 @@ def _velocity_key(expr: str, req: PolicyInput, topic: str, tenant: str) -> str:
             return ""
         resolved.append(value)
     return ":".join(resolved)
-
-
-def _extract_amount(labels: Mapping[str, str], content: bytes) -> float | None:
-    for source in (labels.get("_content.payload_json", "").encode(), content,
-                   labels.get("_content.prompt", "").encode()):
-        if source:
-            amount = _amount_in(source)
-            if amount is not None:
-                return amount
-    return None
-
-
-def _amount_in(data: bytes) -> float | None:
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    raw = doc.get("amount") if isinstance(doc, dict) else None
-    if isinstance(raw, bool) or raw is None:
-        return None
-    if isinstance(raw, int | float):
-        return float(raw)
-    if isinstance(raw, str):
-        try:
-            return float(raw.strip())
-        except ValueError:
-            return None
-    return None

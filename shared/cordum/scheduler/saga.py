@@ -517,10 +517,11 @@ def default_saga() -> Saga:
     from cordum.bus.publisher import NatsPublisher
     from cordum.config import settings
     from cordum.safety.breaker import CircuitBreaker
-    from cordum.safety.client import SafetyClient
+    from cordum.safety.client import SafetyClient, payload_reader_for
 
     cfg = settings()
     redis = runtime.redis_client(cfg)
     return Saga(redis, NatsPublisher(cfg),
                 safety=SafetyClient(cfg.safety_kernel_addr, cfg.safety_timeout_s,
-                                    breaker=CircuitBreaker(redis)))
+                                    breaker=CircuitBreaker(redis),
+                                    payload_reader=payload_reader_for(cfg.config_dir, redis)))

@@ -9,7 +9,7 @@ from cordum import runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import Settings, load_pools, settings
 from cordum.safety.breaker import OUTPUT_BREAKER_KEY, CircuitBreaker
-from cordum.safety.client import SafetyClient
+from cordum.safety.client import SafetyClient, payload_reader_for
 from cordum.safety.failmode import FailMode, input_fail_mode, output_fail_mode
 from cordum.safety.output_client import OutputPolicyClient
 from cordum.scheduler.backoff import BackoffPolicy
@@ -34,7 +34,8 @@ def default_engine() -> Engine:
         registry=SnapshotRegistry(redis),
         strategy=LeastLoadedStrategy(load_pools(cfg.config_dir)),
         safety=SafetyClient(cfg.safety_kernel_addr, cfg.safety_timeout_s,
-                            breaker=CircuitBreaker(redis)),
+                            breaker=CircuitBreaker(redis),
+                            payload_reader=payload_reader_for(cfg.config_dir, redis)),
         publisher=NatsPublisher(cfg),
         locks=JobLocks(redis),
         backoff=BackoffPolicy(),
