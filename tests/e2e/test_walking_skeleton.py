@@ -43,7 +43,7 @@ def test_bad_input_over_http(stack):
 
 def test_health_over_http(stack):
     status, body = stack.http("GET", "/health", headers={"X-API-Key": None})
-    assert (status, body) == (200, "ok")
+    assert (status, body) == (200, {"status": "healthy", "redis": "ok", "nats": "ok"})
 
 
 def test_unparseable_record_is_isolated_and_reaches_the_dlq(stack):

@@ -257,7 +257,7 @@ def test_every_function_gets_its_settings(local: dict[str, Any]) -> None:
     functions = _functions(tpl)
     # And only the gateway has the API keys (literal, from the context)
     assert functions["gateway"]["Environment"]["Variables"]["CORDUM_API_KEYS"] == "k1,k2"
-    assert "CORDUM_API_KEYS_SSM_PARAM" not in functions["gateway"]["Environment"]["Variables"]
+    assert "CORDUM_API_KEYS_SSM_PARAMETER" not in functions["gateway"]["Environment"]["Variables"]
     assert all(
         "CORDUM_API_KEYS" not in props["Environment"]["Variables"]
         for module, props in functions.items()
@@ -426,7 +426,7 @@ def test_aws_gateway_reads_api_keys_from_ssm(aws: dict[str, Any]) -> None:
     stack = aws["stack"]
     gateway = _functions(aws["json"])["gateway"]["Environment"]["Variables"]
     # Given no apiKeys context, then the gateway is told the parameter name
-    assert gateway["CORDUM_API_KEYS_SSM_PARAM"] == "/cordum/api-keys"
+    assert gateway["CORDUM_API_KEYS_SSM_PARAMETER"] == "/cordum/api-keys"
     assert "CORDUM_API_KEYS" not in gateway
     # And may read exactly that parameter
     aws["template"].has_resource_properties(

@@ -42,6 +42,8 @@ def configure(monkeypatch, redis_url=REDIS_URL, nats_url=NATS_URL):
     monkeypatch.setenv("NATS_URL", nats_url)
     monkeypatch.setenv("CORDUM_STORE_TIMEOUT_S", "0.5")
     monkeypatch.setenv("CORDUM_PUBLISH_TIMEOUT_S", "0.5")
+    # The submit-time policy check has its own tests (test_gateway_submit.py).
+    monkeypatch.setenv("CORDUM_SUBMIT_POLICY_CHECK", "off")
     config.settings.cache_clear()
     deps.reset()
     runtime.reset()
@@ -142,7 +144,7 @@ def test_bearer_key_is_accepted(api):
 
 def test_health_checks_redis_and_nats(api):
     status, body, _ = call(event("GET", "/health", headers={"X-API-Key": None}))
-    assert (status, body) == (200, "ok")
+    assert (status, body) == (200, {"status": "healthy", "redis": "ok", "nats": "ok"})
 
 
 def recent_ids() -> set[str]:

@@ -118,7 +118,7 @@ class CordumServerlessStack(Stack):
         if settings.api_keys is not None:
             gateway.add_environment("CORDUM_API_KEYS", settings.api_keys)
         else:
-            gateway.add_environment("CORDUM_API_KEYS_SSM_PARAM", API_KEYS_PARAMETER)
+            gateway.add_environment("CORDUM_API_KEYS_SSM_PARAMETER", API_KEYS_PARAMETER)
             gateway.add_to_role_policy(
                 iam.PolicyStatement(
                     actions=["ssm:GetParameter"],

@@ -7,6 +7,7 @@ call a service.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -14,8 +15,12 @@ from pydantic import ValidationError
 
 from cordum.gateway.errors import ApiError
 from cordum.gateway.http import json_response
+from cordum.gateway.routes import approvals as approval_routes
+from cordum.gateway.routes import dlq as dlq_routes
+from cordum.gateway.routes import docs as doc_routes
 from cordum.gateway.routes import health as health_routes
 from cordum.gateway.routes import jobs as job_routes
+from cordum.gateway.routes import reads as read_routes
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -25,6 +30,10 @@ app = APIGatewayRestResolver()
 # One line per router.
 app.include_router(job_routes.router)
 app.include_router(health_routes.router)
+app.include_router(approval_routes.router)
+app.include_router(dlq_routes.router)
+app.include_router(read_routes.router)
+app.include_router(doc_routes.router)
 
 
 @app.exception_handler(ApiError)
@@ -47,4 +56,8 @@ def _not_found(exc: Exception) -> Response:
 
 
 def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    response = app.resolve(event, context)
+    # Every answer, errors and 404s included, carries the id a caller quotes to us.
+    request_id = (event.get("requestContext") or {}).get("requestId") or uuid.uuid4().hex
+    response.setdefault("multiValueHeaders", {})["X-Request-Id"] = [request_id]
+    return response

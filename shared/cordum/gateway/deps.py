@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from cordum import runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import settings
-from cordum.gateway.auth import Authenticator, load_keys
+from cordum.gateway.auth import Authenticator
 from cordum.gateway.jobs import JobService
 from cordum.store.jobs import JobStore
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @lru_cache(maxsize=1)
 def authenticator() -> Authenticator:
-    return Authenticator(load_keys())
+    return Authenticator.from_env()
 
 
 def redis() -> aioredis.Redis:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from cordum.gateway import deps
+from cordum.gateway import deps, ratelimit
 from cordum.gateway.errors import ApiError
 
 if TYPE_CHECKING:
@@ -29,8 +29,10 @@ def headers(event: BaseProxyEvent) -> dict[str, str]:
 
 
 def principal(event: BaseProxyEvent) -> Principal:
-    """The caller, authenticated (401) and authorised for the tenant asked for (403)."""
-    return deps.authenticator().authenticate(headers(event))
+    """The caller, authenticated (401), authorised for the tenant asked for (403) and
+    within its key's rate limit (429)."""
+    hdrs = headers(event)
+    return ratelimit.admit(deps.authenticator().authenticate(hdrs), hdrs)
 
 
 def require_role(who: Principal, *roles: str) -> None:

@@ -2,24 +2,65 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import hashlib
+import json
+import os
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cordum.config import ConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 TOPIC_PATTERN = r"^job\.[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
+MAX_TOPIC_CHARS = 256
 MAX_PROMPT_CHARS = 50_000
+"""Counted in characters (code points), as Cordum counts runes."""
 MAX_LABELS = 50
 MAX_LABEL_KEY = 256
 MAX_LABEL_VALUE = 4096
+MAX_TAGS = 50
+MAX_IDEMPOTENCY_KEY_BYTES = 512
+"""An idempotency key (header or body) is any non-empty string up to this many UTF-8 bytes."""
+
+MAX_BODY_BYTES_ENV = "CORDUM_MAX_BODY_BYTES"
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+"""A submit body larger than this (1 MiB unless CORDUM_MAX_BODY_BYTES says otherwise) is 413."""
+
+SUBMIT_ROLES = ("user", "jobs.write")
+"""Roles that may submit jobs, besides admin."""
 
 PRIORITIES = {"interactive": 1, "batch": 2, "critical": 3}
+
+
+def max_body_bytes(env: Mapping[str, str] | None = None) -> int:
+    """The submit body limit; a value that is not a positive integer is a configuration error."""
+    raw = (os.environ if env is None else env).get(MAX_BODY_BYTES_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_BODY_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"{MAX_BODY_BYTES_ENV}: must be a positive integer, got {raw!r}")
+    return value
+
+
+def idempotency_key_error(key: str) -> str | None:
+    """Why ``key`` is no acceptable idempotency key (None when it is)."""
+    if len(key.encode()) > MAX_IDEMPOTENCY_KEY_BYTES:
+        return f"at most {MAX_IDEMPOTENCY_KEY_BYTES} bytes"
+    return None
 
 
 class SubmitJobRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
-    topic: str = Field(default="job.default", max_length=256, pattern=TOPIC_PATTERN)
+    topic: str = Field(default="job.default", max_length=MAX_TOPIC_CHARS, pattern=TOPIC_PATTERN)
     adapter_id: str = ""
     priority: Literal["interactive", "batch", "critical"] = "interactive"
     context: Any = None
@@ -29,7 +70,7 @@ class SubmitJobRequest(BaseModel):
     principal_id: str = ""
     actor_id: str = ""
     actor_type: Literal["", "human", "service"] = ""
-    idempotency_key: str = Field(default="", max_length=512)
+    idempotency_key: str = ""
     pack_id: str = ""
     capability: str = ""
     org_id: str = ""
@@ -37,7 +78,7 @@ class SubmitJobRequest(BaseModel):
     project_id: str = ""
     risk_tags: list[str] = Field(default_factory=list, max_length=1000)
     requires: list[str] = Field(default_factory=list, max_length=1000)
-    tags: list[str] = Field(default_factory=list, max_length=50)
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
     labels: dict[str, str] = Field(default_factory=dict)
     max_input_tokens: int = Field(default=8000, ge=0, le=10_000_000_000)
     max_output_tokens: int = Field(default=1024, ge=0, le=10_000_000_000)
@@ -45,6 +86,14 @@ class SubmitJobRequest(BaseModel):
     deadline_ms: int = Field(default=0, ge=0, le=10_000_000_000)
     allow_summarization: bool = False
     allow_retrieval: bool = False
+
+    @field_validator("idempotency_key")
+    @classmethod
+    def _idempotency_key(cls, key: str) -> str:
+        problem = idempotency_key_error(key)
+        if problem:
+            raise ValueError(problem)
+        return key
 
     @field_validator("labels")
     @classmethod
@@ -63,3 +112,13 @@ class SubmitJobRequest(BaseModel):
                 continue  # system labels are set by the gateway, never by a caller
             kept[key] = value
         return kept
+
+    def fingerprint(self) -> str:
+        """What makes two submits the same request, for idempotency conflicts.
+
+        The validated body (so ignored fields and stripped system labels do not
+        count) without the idempotency key itself, which may arrive in a header.
+        """
+        doc = self.model_dump(mode="json", exclude={"idempotency_key"})
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()

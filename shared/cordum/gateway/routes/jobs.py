@@ -7,19 +7,41 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from cordum import runtime
 from cordum.gateway import deps
-from cordum.gateway.http import json_body, json_response, principal
-from cordum.gateway.models import SubmitJobRequest
+from cordum.gateway.errors import ApiError
+from cordum.gateway.http import headers, json_body, json_response, principal, require_role
+from cordum.gateway.models import (
+    MAX_BODY_BYTES_ENV,
+    SUBMIT_ROLES,
+    SubmitJobRequest,
+    idempotency_key_error,
+    max_body_bytes,
+)
 
 router = Router()
 
 
 @router.post("/api/v1/jobs")
 def submit_job() -> Response:
-    who = principal(router.current_event)
-    body = SubmitJobRequest.model_validate(json_body(router.current_event))
-    submitted = runtime.run(deps.jobs().submit(who, body))
+    event = router.current_event
+    who = principal(event)  # authenticated and rate limited
+    hdrs = headers(event)
+    require_role(who, *SUBMIT_ROLES)
+    limit = max_body_bytes()
+    if len((event.body or "").encode()) > limit:
+        raise ApiError(413, f"request body larger than {limit} bytes ({MAX_BODY_BYTES_ENV})",
+                       "payload_too_large")
+    body = SubmitJobRequest.model_validate(json_body(event))
+    key = hdrs.get("idempotency-key", "").strip()
+    problem = idempotency_key_error(key)
+    if problem:
+        raise ApiError(400, f"Idempotency-Key: {problem}", "invalid_request")
+    submitted = runtime.run(deps.jobs().submit(who, body, idempotency_key=key))
+    trace = {"X-Trace-Id": submitted.trace_id} if submitted.trace_id else {}
+    if submitted.approval_required:
+        return json_response(200, {"job_id": submitted.job_id, "status": submitted.status,
+                                   "reason": submitted.reason}, trace)
     return json_response(200, {"job_id": submitted.job_id, "trace_id": submitted.trace_id},
-                         {"X-Trace-Id": submitted.trace_id})
+                         trace)
 
 
 @router.get("/api/v1/jobs/<job_id>")
