@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from cordum import protocol
 from cordum.gateway.errors import ApiError
 from cordum.gateway.views import rfc3339
-from cordum.scheduler.engine import error_code_enum
+from cordum.scheduler.errorcodes import error_code_enum
 from cordum.scheduler.errors import RetryAfter
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
 from cordum.store.errors import InvalidTransition, StoreError

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from cordum.gateway import schemas
 from cordum.gateway.models import SubmitJobRequest
+from cordum.gateway.routes.docs import DOCS_PATH, DOCUMENT_PATH
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
@@ -36,8 +37,7 @@ API_VERSION = "2026-05-09.2"
 """The revision of Cordum's API spec this gateway follows."""
 REF = "#/components/schemas/{model}"
 JSON = "application/json"
-DOCUMENT_PATH = "/api/v1/openapi.json"
-DOCS_PATH = "/api/v1/docs"
+
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 ERROR_DESCRIPTIONS = {

@@ -20,6 +20,7 @@ from cordum.metrics import METRICS
 from cordum.safety.client import Decision, SafetyVerdict
 from cordum.safety.output_client import CONTENT_TIMEOUT_S
 from cordum.scheduler.constraints import apply_constraints, constraints_json, parse_constraints
+from cordum.scheduler.errorcodes import error_code_enum
 from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
 from cordum.scheduler.output_check import (
@@ -78,20 +79,6 @@ RESULT_STATES = {
     protocol.JobStatus.JOB_STATUS_CANCELLED: JobState.CANCELLED,
 }
 
-ERROR_CODES = {
-    "approval_rejected": 300,
-    "policy_denied": 300,
-    "safety_denied": 300,
-    "policy_violation": 301,
-    "max_scheduling_retries": 201,
-    "timeout": 200,
-    "permission_denied": 202,
-}
-"""Reason codes -> CAP ErrorCode numbers (SAFETY_DENIED, JOB_RESOURCE_EXHAUSTED, ...)."""
-
-
-def error_code_enum(code: str) -> int:
-    return ERROR_CODES.get(code, 0)
 
 
 def tenant_of(req: protocol.JobRequest) -> str:

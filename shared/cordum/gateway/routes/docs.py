@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from cordum.gateway import openapi
-
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+
+DOCUMENT_PATH = "/api/v1/openapi.json"
+DOCS_PATH = "/api/v1/docs"
 
 router = Router()
 
@@ -51,16 +52,18 @@ def base_path(event: BaseProxyEvent) -> str:
     return prefix if _PREFIX.match(prefix) else ""
 
 
-@router.get(openapi.DOCUMENT_PATH)
+@router.get(DOCUMENT_PATH)
 def openapi_document() -> Response:
+    from cordum.gateway import openapi  # built on first request: not at cold start
+
     body = openapi.document_json(base_path(router.current_event) or "/")
     return Response(status_code=200, content_type="application/json", body=body,
                     headers={"Cache-Control": "public, max-age=300"})
 
 
-@router.get(openapi.DOCS_PATH)
+@router.get(DOCS_PATH)
 def swagger_ui() -> Response:
-    spec = json.dumps(base_path(router.current_event) + openapi.DOCUMENT_PATH)
+    spec = json.dumps(base_path(router.current_event) + DOCUMENT_PATH)
     return Response(status_code=200, content_type="text/html; charset=utf-8",
                     body=PAGE.format(ui=SWAGGER_UI, spec=spec),
                     headers={"Cache-Control": "public, max-age=300"})
