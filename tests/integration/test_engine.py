@@ -822,3 +822,41 @@ def test_the_replayer_tick_run_twice_dispatches_a_waiting_job_once(harness):
     assert got == 1
     events = loop.run_until_complete(h.redis.lrange(f"job:events:{job_id}", 0, -1))
     assert [json.loads(e)["state"] for e in events].count("DISPATCHED") == 1
+
+
+def test_approved_worker_job_without_a_snapshot_is_checked_and_dispatched(harness):
+    """Case 22 (TestApprovedWorkerJobNotAutoCompleted): an ordinary topic with
+    approval_granted but no approval_snapshot gets the full safety check and is
+    dispatched to a worker: not SUCCEEDED, no synthetic result."""
+    from cordum.safety.client import Decision, SafetyVerdict
+
+    loop, h = harness
+    kernel = ScriptedKernel(SafetyVerdict(Decision.ALLOW, "allowed", "r-allow", "snap-A|1"))
+    h.engine._safety = kernel
+    job_id = f"job-{h.unique}"
+    req = protocol.JobRequest(job_id=job_id, topic="job.default", tenant_id=f"t-{h.unique}")
+    req.labels["approval_granted"] = "true"
+
+    async def scenario():
+        await h.add_worker()
+        nc = await nats.connect(NATS_URL)
+        results = await nc.subscribe(protocol.SUBJECT_RESULT)
+        outcome = await h.engine.handle_request(protocol.packet(
+            trace_id="tr", sender_id="api-gateway-http", job_request=req).SerializeToString())
+        synthetic = []
+        try:
+            while True:
+                msg = await results.next_msg(timeout=0.5)
+                res = protocol.decode(msg.data).packet.job_result
+                synthetic += [res] if res.job_id == job_id else []
+        except Exception:
+            pass
+        await nc.close()
+        return outcome, synthetic
+
+    outcome, synthetic = loop.run_until_complete(scenario())
+    assert kernel.calls == 1  # the full check: an approval without a snapshot binds nothing
+    assert outcome.action == "dispatched" and outcome.state == "RUNNING"
+    meta = loop.run_until_complete(h.store.get(job_id))
+    assert meta["state"] == "RUNNING" and meta["safety_reason"] == "allowed"
+    assert synthetic == []
