@@ -34,9 +34,8 @@ from cordum.config import ConfigError
 from cordum.gateway.errors import ApiError
 from cordum.metrics import METRICS
 from cordum.safety.client import Decision, SafetyVerdict
-from cordum.scheduler.constraints import constraints_json
+from cordum.scheduler.constraints import safety_meta
 from cordum.scheduler.jobhash import job_hash
-from cordum.store.jobs import now_us
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -112,20 +111,7 @@ def safety_fields(verdict: SafetyVerdict, req: JobRequest) -> dict[str, str]:
     ``safety_job_hash`` is taken over ``req`` exactly as it is stored, so the
     approval endpoints and the engine's approval fast path find it unchanged.
     """
-    fields = {
-        "safety_decision": verdict.decision.value,
-        "safety_reason": verdict.reason,
-        "safety_rule_id": verdict.rule_id,
-        "safety_snapshot": verdict.policy_snapshot,
-        "safety_job_hash": job_hash(req),
-        "safety_checked_at": str(now_us()),
-    }
-    if verdict.approval_required or verdict.decision is Decision.REQUIRE_APPROVAL:
-        fields["safety_approval_required"] = "true"
-        fields["safety_approval_ref"] = verdict.approval_ref
-    if verdict.constraints is not None:
-        fields["safety_constraints"] = constraints_json(verdict.constraints)
-    return fields
+    return safety_meta(verdict, job_hash(req))
 
 
 class PendingPayloads:

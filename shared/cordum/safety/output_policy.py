@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
+from cordum.safety.fields import StrList
 from cordum.safety.policy import PolicyError, unique_rule_ids
 
 if TYPE_CHECKING:
@@ -94,14 +95,6 @@ def _decision(value: Any) -> OutputDecision:
             from None
 
 
-def _as_list(value: Any) -> Any:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return value
-
-
 def _text_map(value: Any) -> Any:
     if value is None:
         return {}
@@ -111,7 +104,6 @@ def _text_map(value: Any) -> Any:
     return value
 
 
-StrList = Annotated[list[str], BeforeValidator(_as_list)]
 
 
 class _Strict(BaseModel):

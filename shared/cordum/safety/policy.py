@@ -49,6 +49,7 @@ from pydantic import (
 )
 
 from cordum.config import ConfigError
+from cordum.safety.fields import StrList
 
 # Re-exported: these lived here first and callers import them from this module.
 from cordum.safety.risk import AmountThreshold as AmountThreshold
@@ -118,14 +119,6 @@ def _decision(value: Any) -> DecisionKind:
     return kind
 
 
-def _as_list(value: Any) -> Any:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return value
-
-
 def _scalar_text(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -142,7 +135,6 @@ def _text_map(value: Any) -> Any:
     return value
 
 
-StrList = Annotated[list[str], BeforeValidator(_as_list)]
 TextMap = Annotated[dict[str, str], BeforeValidator(_text_map)]
 
 

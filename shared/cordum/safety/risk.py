@@ -38,9 +38,11 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cordum.safety.fields import StrList
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -51,15 +53,6 @@ CONTENT_LABEL_PREFIX = "_content."
 """Labels under this prefix describe the payload; only the safety client sets them."""
 
 
-def _as_list(value: Any) -> Any:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return value
-
-
-_StrList = Annotated[list[str], BeforeValidator(_as_list)]
 
 
 class AmountThreshold(BaseModel):
@@ -75,11 +68,11 @@ class RiskTagDeriver(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    topics: _StrList = Field(min_length=1)
+    topics: StrList = Field(min_length=1)
     amount_thresholds: list[AmountThreshold] = Field(min_length=1)
     amount_field: str = "amount"
     """Key of the payload's JSON object holding the amount; ``a.b`` for a nested one."""
-    base_tags: _StrList = Field(default_factory=list)
+    base_tags: StrList = Field(default_factory=list)
 
     @field_validator("amount_thresholds")
     @classmethod

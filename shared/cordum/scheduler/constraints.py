@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cordum import protocol  # noqa: F401  (makes cordum.agent.v1 importable)
+
+if TYPE_CHECKING:
+    from cordum.safety.client import SafetyVerdict
 
 
 def constraints_json(constraints: Any) -> str:
@@ -46,3 +49,25 @@ def apply_constraints(req: protocol.JobRequest, constraints: Any) -> None:
         if value > 0:
             req.env[name] = str(value)
 
+
+
+def safety_meta(verdict: SafetyVerdict, job_hash: str) -> dict[str, str]:
+    """The job meta fields that record a safety decision (the scheduler at dispatch and
+    the gateway at submit write the same record, which approvals are bound to)."""
+    from cordum.safety.client import Decision
+    from cordum.store.jobs import now_us
+
+    fields = {
+        "safety_decision": verdict.decision.value,
+        "safety_reason": verdict.reason,
+        "safety_rule_id": verdict.rule_id,
+        "safety_snapshot": verdict.policy_snapshot,
+        "safety_job_hash": job_hash,
+        "safety_checked_at": str(now_us()),
+    }
+    if verdict.approval_required or verdict.decision is Decision.REQUIRE_APPROVAL:
+        fields["safety_approval_required"] = "true"
+        fields["safety_approval_ref"] = verdict.approval_ref
+    if verdict.constraints is not None:
+        fields["safety_constraints"] = constraints_json(verdict.constraints)
+    return fields

@@ -19,7 +19,7 @@ from cordum import protocol, runtime
 from cordum.metrics import METRICS
 from cordum.safety.client import Decision, SafetyVerdict
 from cordum.safety.output_client import CONTENT_TIMEOUT_S
-from cordum.scheduler.constraints import apply_constraints, constraints_json, parse_constraints
+from cordum.scheduler.constraints import apply_constraints, parse_constraints, safety_meta
 from cordum.scheduler.errorcodes import error_code_enum
 from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
@@ -309,20 +309,7 @@ class Engine:
                                                               Decision.ALLOW_WITH_CONSTRAINTS):
             verdict = replace(verdict, decision=Decision.REQUIRE_APPROVAL)
         keep_hash = verdict.decision is Decision.REQUIRE_APPROVAL and stored_hash
-        fields = {
-            "safety_decision": verdict.decision.value,
-            "safety_reason": verdict.reason,
-            "safety_rule_id": verdict.rule_id,
-            "safety_snapshot": verdict.policy_snapshot,
-            "safety_job_hash": stored_hash if keep_hash else current_hash,
-            "safety_checked_at": str(now_us()),
-        }
-        if verdict.approval_required or verdict.decision is Decision.REQUIRE_APPROVAL:
-            fields["safety_approval_required"] = "true"
-            fields["safety_approval_ref"] = verdict.approval_ref
-        if verdict.constraints is not None:
-            fields["safety_constraints"] = constraints_json(verdict.constraints)
-        return verdict, fields
+        return verdict, safety_meta(verdict, stored_hash if keep_hash else current_hash)
 
     async def _complete_gate(self, req: protocol.JobRequest, trace_id: str,
                              fields: Mapping[str, str]) -> Outcome:
