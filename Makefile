@@ -58,12 +58,17 @@ lint: setup
 	@$(PY) -m ruff check shared functions localstack layers infra tests
 	@$(PY) -m mypy shared/cordum functions
 
-## bench: benchmarks that print figures (never part of `make test`)
-bench: bench-roundtrips bench-cpu
+## bench: every budget of DESIGN.md measured beside its floor; rewrites BENCHMARKS.md
+## (never part of `make test`; brings the local stack up for items 4 and 6 when it is not up,
+## and down again after; CORDUM_LOCAL_ENV=<path>/local.env points it at another stack)
+bench: setup
+	@$(PY) localstack/stack.py services
+	@$(PY) -m tests.bench.run_all
 
 bench-roundtrips: setup
 	@$(PY) localstack/stack.py services
-	@$(PY) -m tests.bench.bench_roundtrips 20
+	@$(PY) -m tests.bench.bench_roundtrips 20 --policy on
+	@$(PY) -m tests.bench.bench_roundtrips 20 --policy off
 
 bench-cpu: setup
 	@$(PY) localstack/stack.py services

@@ -604,6 +604,20 @@ def test_approval_gate_topic_completes_without_a_worker(harness):
     assert len(results) == 1 and results[0].job_result.worker_id == "cordum-scheduler"
 
 
+def OwnJobs(redis, unique: str):  # noqa: N802 (stands in for the JobIndexes class)
+    """The job indexes as one test sees them: its own jobs only. A replayer over the
+    whole index would drive the jobs of a stack sharing this Redis with the test's
+    engine (and fail them: its pools know only job.default)."""
+    from cordum.store.indexes import JobIndexes
+
+    class Own(JobIndexes):
+        async def list_jobs_by_state(self, state, cutoff_us, limit=200, *, offset=0):
+            ids = await super().list_jobs_by_state(state, cutoff_us, 100_000)
+            return [i for i in ids if unique in i][offset:offset + limit]
+
+    return Own(redis)
+
+
 def test_a_lock_that_expires_mid_operation_lets_the_replayer_finish_the_job(harness):
     """Handler A takes the job lock, then stalls inside the safety check (a frozen
     container, say) past the lock's TTL. Nothing is killed. The replayer's run
@@ -611,7 +625,6 @@ def test_a_lock_that_expires_mid_operation_lets_the_replayer_finish_the_job(harn
     transition script sees the job has moved on and A dispatches nothing."""
     from cordum.safety.client import Decision, SafetyVerdict
     from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
-    from cordum.store.indexes import JobIndexes
     from cordum.store.locks import LockPolicy
 
     loop, h = harness
@@ -647,7 +660,7 @@ def test_a_lock_that_expires_mid_operation_lets_the_replayer_finish_the_job(harn
     stalled = Engine(store=h.store, registry=h.engine._registry, strategy=h.engine._strategy,
                      safety=StallingKernel(), publisher=h.publisher,
                      locks=JobLocks(FrozenRenewals(h.redis), short))
-    replayer = PendingReplayer(h.engine, JobIndexes(h.redis),
+    replayer = PendingReplayer(h.engine, OwnJobs(h.redis, h.unique),
                                ReplayerPolicy(pending_age_s=0.0))
 
     async def scenario():
@@ -789,13 +802,13 @@ def test_the_replayer_tick_run_twice_dispatches_a_waiting_job_once(harness):
     invocations overlapping) and a third after them hand the same waiting job to
     the engine; it reaches its worker exactly once."""
     from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
-    from cordum.store.indexes import JobIndexes
 
     loop, h = harness
     job_id = f"job-{h.unique}"
 
     def replayer():
-        return PendingReplayer(h.engine, JobIndexes(h.redis), ReplayerPolicy(pending_age_s=0.0))
+        return PendingReplayer(h.engine, OwnJobs(h.redis, h.unique),
+                               ReplayerPolicy(pending_age_s=0.0))
 
     async def scenario():
         await h.engine.handle_request(h.request())  # no worker yet: PENDING, request stored
