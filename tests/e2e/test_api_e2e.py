@@ -117,7 +117,7 @@ def test_output_quarantined_by_the_content_scan(stack):
         "topic": "job.echo", "prompt": "-----BEGIN PRIVATE KEY----- MIIE..."})
     assert status == 200, body
     job = wait_state(stack, body["job_id"], "OUTPUT_QUARANTINED", 90)
-    assert json.loads(job["output_safety"])["phase"] == "async"
+    assert job["output_safety"]["phase"] == "async"
     assert dlq_entry(stack, body["job_id"])["reason_code"] == "output_quarantined_async"
 
 
