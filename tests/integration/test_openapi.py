@@ -326,8 +326,25 @@ async def _cleanup(env: Env) -> None:
             await client.zrem(key, *ids)
 
 
+@pytest.fixture(scope="module")
+def kernel_addr():
+    """The safety kernel with the shipped policy: submits are checked as deployed."""
+    import socket
+    from pathlib import Path
+
+    from cordum.safety.kernel import Policy, serve
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        addr = f"127.0.0.1:{s.getsockname()[1]}"
+    config_dir = Path(__file__).resolve().parents[2] / "config"
+    server = serve(addr, Policy(config_dir / "safety.yaml"))
+    yield addr
+    server.stop(grace=0)
+
+
 @pytest.fixture
-def live(monkeypatch, unique):
+def live(monkeypatch, unique, kernel_addr):
     from cordum.bus.streams import ensure_stream
 
     env = Env(unique)
@@ -339,6 +356,7 @@ def live(monkeypatch, unique):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("REDIS_URL", REDIS_URL)
     monkeypatch.setenv("NATS_URL", NATS_URL)
+    monkeypatch.setenv("SAFETY_KERNEL_ADDR", kernel_addr)
     # The run sends hundreds of requests with one key; the limiter would answer most of them.
     monkeypatch.setenv("CORDUM_RATE_LIMIT_RPS", "0")
     config.settings.cache_clear()
