@@ -166,6 +166,10 @@ def test_rest_api_proxies_every_path_to_the_gateway(local: dict[str, Any]) -> No
         assert gateway_id in json.dumps(method["Integration"]["Uri"])
     template.has_resource_properties("AWS::ApiGateway::Stage", {"StageName": "prod"})
     template.resource_count_is("AWS::ApiGatewayV2::Api", 0)
+    # And the stage throttles every method before a flood reaches the gateway function
+    template.has_resource_properties("AWS::ApiGateway::Stage", {"MethodSettings": Match.array_with(
+        [Match.object_like({"HttpMethod": "*", "ResourcePath": "/*",
+                            "ThrottlingRateLimit": 500, "ThrottlingBurstLimit": 1000})])})
 
 
 def test_each_work_queue_redrives_to_its_own_dlq(local: dict[str, Any]) -> None:

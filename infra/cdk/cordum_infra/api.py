@@ -18,6 +18,12 @@ locally ``http://127.0.0.1:4566/restapis/<id>/prod/_user_request_/api/v1/...``."
 API_NAME = "cordum"
 
 
+THROTTLE_RATE_RPS = 500
+"""Steady requests per second the stage admits (all keys together)."""
+THROTTLE_BURST = 1000
+"""Requests the stage admits at once above the steady rate."""
+
+
 class GatewayApi(Construct):
     """LambdaRestApi in proxy mode in front of the gateway function."""
 
@@ -31,7 +37,13 @@ class GatewayApi(Construct):
             handler=gateway,
             proxy=True,
             endpoint_types=[apigateway.EndpointType.REGIONAL],
-            deploy_options=apigateway.StageOptions(stage_name=STAGE_NAME),
+            deploy_options=apigateway.StageOptions(
+                stage_name=STAGE_NAME,
+                # The stage's ceiling, in front of the gateway's per-key limit: a flood
+                # is turned away by API Gateway before it costs an invocation.
+                throttling_rate_limit=THROTTLE_RATE_RPS,
+                throttling_burst_limit=THROTTLE_BURST,
+            ),
             # The account-wide logging role is an account setting, not this stack's.
             cloud_watch_role=False,
         )
