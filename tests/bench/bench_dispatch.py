@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -211,10 +212,12 @@ def measure(jobs: int, rate: float) -> tuple[list[dict[str, Any]], dict[str, Any
             figures.append(figure(f"{fid}_p{p}", f"{label}, p{p}", "ms", runs,
                                   note=f"over all jobs: {row[key][f'p{p}']:.0f} ms"))
     not_succeeded = sum(1 for s in states.values() if s != "SUCCEEDED")
+    others = Counter(s or "unknown" for s in states.values() if s != "SUCCEEDED")
     measured = [row[k] for k in ("gateway", "gw_to_bus", "bridge_pull", "bridge_sqs",
                                  "bridge_ack", "queue", "submit") if row[k]["n"]]
     info = {"jobs": jobs, "rate": rate, "submit_seconds": submit_s, "hops": list(row.values()),
-            "not_succeeded": not_succeeded, "acks_matched": len(acked),
+            "not_succeeded": not_succeeded, "not_succeeded_states": dict(others),
+            "acks_matched": len(acked),
             "bridge_split": len(hops["bridge_sqs"]),
             "worker_seen": sum(1 for s in sent if s.job_id in t.worker),
             "slowest_hop": max(measured, key=lambda r: r["p50"])["hop"].strip()}

@@ -267,7 +267,8 @@ def item_details(result: dict[str, Any]) -> list[str]:
         lines += ["", f"{info['jobs']:,} echo jobs at {info['rate']:g}/s (submitted in "
                       f"{info['submit_seconds']:.0f} s); {info.get('acks_matched', 0):,} bridge "
                       f"acks matched, {info.get('worker_seen', 0):,} worker receipts seen, "
-                      f"{info.get('not_succeeded', 0)} not SUCCEEDED. Slowest of our own and "
+                      f"{info.get('not_succeeded', 0)} not SUCCEEDED "
+                      f"{info.get('not_succeeded_states') or ''}. Slowest of our own and "
                       f"the emulator's hops at p50: {info.get('slowest_hop', '?')}.", ""]
         lines += table(["hop", "p50 ms", "p95 ms", "p99 ms", "p50 per slice (min–max)", "n"], [
             [h["hop"], fmt(h["p50"], 1), fmt(h["p95"], 1), fmt(h["p99"], 1),

@@ -316,11 +316,18 @@ class LogWindow:
     """What a function wrote to its log file from now on (the stack's .cordum/logs)."""
 
     def __init__(self, function: str) -> None:
-        matches = sorted(stack_logs_dir().glob(f"lambda-*{function}*.log"))
-        self.path: Path | None = matches[0] if matches else None
+        self.function = function
+        self.path: Path | None = self._find()
         self.offset = self.path.stat().st_size if self.path else 0
 
+    def _find(self) -> Path | None:
+        matches = sorted(stack_logs_dir().glob(f"lambda-*{self.function}*.log"))
+        return matches[0] if matches else None
+
     def text(self) -> str:
+        if self.path is None:
+            # A function not invoked yet has no log file: all it wrote came later.
+            self.path = self._find()
         if self.path is None:
             return ""
         with self.path.open("rb") as fh:
