@@ -51,6 +51,8 @@ e2e: setup
 layer: setup
 	@$(PY) layers/build.py
 
+## synth: both CDK templates (AWS and LocalStack shapes) offline, with cdk-nag,
+## then cfn-lint on both (infra/cdk/.cfnlintrc); written to infra/cdk/cdk.out/{aws,local}
 synth: setup layer
 	@$(PY) infra/cdk/deploy.py synth
 

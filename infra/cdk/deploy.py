@@ -3,21 +3,30 @@
 
     python infra/cdk/deploy.py [deploy] --context redisUrl=redis://127.0.0.1:6379 \\
         --context natsUrl=nats://127.0.0.1:4222 --outputs .cordum/cdk-outputs.json
-    python infra/cdk/deploy.py synth --context natsUrl=... [--out DIR]
+    python infra/cdk/deploy.py synth [--shape aws|local] [--context k=v ...] [--out DIR]
+                                     [--no-lint]
 
 ``deploy`` targets LocalStack (``cdklocal``, endpoint ``--endpoint``, default
 http://127.0.0.1:4566): it bootstraps the environment when the CDKToolkit
 stack is missing, deploys, and writes the stack outputs as JSON. ``synth``
-runs a plain ``cdk synth`` (offline, no credentials).
+synthesizes both stack shapes (``aws``: VPC, cache, Fargate services;
+``local``: given a Redis URL, what LocalStack runs) with sample context
+(SYNTH_SHAPES, overridden by ``--context``) into ``<out>/<shape>/``, default
+``infra/cdk/cdk.out``, cdk-nag included, then runs cfn-lint on both
+templates with ``infra/cdk/.cfnlintrc``. It runs ``app.py`` itself, the way
+the CLI would, with ``cdk.json``'s context: no CLI, no network, no
+credentials, no Docker (image assets are only built by a deploy).
 
 The CLI (npm ``aws-cdk`` and ``aws-cdk-local`` at the pins below) is installed
 once into ``<cache>/cdk-cli-<hash of the pins>/node_modules``, outside the
 clone, where ``<cache>`` is ``${CORDUM_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/cordum-serverless}``.
 
 Python API: ``ensure_cdk_cli()``, ``deploy_local(context, outputs_file, python,
-endpoint)``, ``synth(context, python, out_dir)``.
+endpoint)``, ``synth(context, python, out_dir)``, ``synth_shapes(...)``,
+``lint_templates(templates, python)``.
 
-Standard library only (python3.11+); needs node and npm.
+Standard library only (python3.11+); needs node (and npm for ``deploy``);
+the lint needs cfn-lint in `python`'s environment (the project's ``infra`` extra).
 """
 
 from __future__ import annotations
@@ -44,6 +53,19 @@ STACK_NAME = "CordumServerless"
 NPM_PINS = {"aws-cdk": "2.1148.1", "aws-cdk-local": "3.0.4"}
 """CDK CLI packages; the CLI must be at least as new as aws-cdk-lib's cloud
 assembly version (aws-cdk-lib 2.275.0 here)."""
+
+SYNTH_SHAPES: dict[str, dict[str, str]] = {
+    "aws": {"natsUrl": "nats://nats.cordum.internal:4222"},
+    "local": {"redisUrl": "redis://127.0.0.1:6379", "natsUrl": "nats://127.0.0.1:4222"},
+}
+"""Sample context per stack shape for ``synth``: enough to build each template
+(a NATS address inside the VPC, a local Redis); ``--context`` adds or overrides."""
+
+CFN_LINT_CONFIG = CDK_DIR / ".cfnlintrc"
+"""cfn-lint settings for the synthesized templates (regions, ignored checks with
+their reasons)."""
+
+SYNTH_TIMEOUT_S = 600
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
 LOCAL_REGION = "us-east-1"
@@ -396,6 +418,19 @@ def deploy_local(
     return dict(outputs.get(STACK_NAME, {}))
 
 
+def app_context(context: Mapping[str, str]) -> dict[str, object]:
+    """The context the CLI would hand the app: ``cdk.json``, ``cdk.context.json``
+    (when present), then `context`."""
+    merged: dict[str, object] = {}
+    for name, key in (("cdk.json", "context"), ("cdk.context.json", None)):
+        path = CDK_DIR / name
+        if path.exists():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            merged.update(data.get(key, {}) if key else data)
+    merged.update(context)
+    return merged
+
+
 def synth(
     context: dict[str, str],
     python: str,
@@ -403,30 +438,70 @@ def synth(
     *,
     say: Callable[[str], None] = print,
 ) -> Path:
-    """Plain ``cdk synth`` (offline, no credentials); return the cloud assembly folder."""
+    """Synthesize the app into `out_dir` (offline: no CLI, no credentials, no Docker);
+    return the cloud assembly folder. The app exits non-zero on a cdk-nag finding."""
     out_dir = Path(out_dir or CDK_DIR / "cdk.out").resolve()
-    bin_dir = ensure_cdk_cli(say)
-    cmd = [
-        str(bin_dir / "cdk"),
-        "synth",
-        STACK_NAME,
-        "--app",
-        _app_command(python),
-        "--output",
-        str(out_dir),
-        "--quiet",
-        "--no-notices",
-        *_context_args(context),
-    ]
+    if out_dir.exists() and any(out_dir.iterdir()):
+        # A fresh assembly each time (no stale asset folders), but never wipe a
+        # folder that is not one.
+        if not (out_dir / "manifest.json").exists():
+            raise DeployError(f"{out_dir} exists and is not a cloud assembly: choose another --out")
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = cli_env(None)
+    env["CDK_OUTDIR"] = str(out_dir)
+    env["CDK_CONTEXT_JSON"] = json.dumps(app_context(context))
     _run_logged(
-        cmd,
-        env=cli_env(None),
+        [os.path.abspath(python), "app.py"],
+        env=env,
         log=out_dir.parent / f"{out_dir.name}.synth.log",
-        label=f"cdk synth {STACK_NAME}",
-        timeout_s=DEPLOY_TIMEOUT_S,
+        label=f"synth {STACK_NAME} -> {out_dir}",
+        timeout_s=SYNTH_TIMEOUT_S,
         say=say,
     )
+    if not template_path(out_dir).is_file():
+        raise DeployError(f"synth wrote no template: {template_path(out_dir)}")
     return out_dir
+
+
+def template_path(assembly: Path) -> Path:
+    return assembly / f"{STACK_NAME}.template.json"
+
+
+def synth_shapes(
+    context: Mapping[str, str],
+    python: str,
+    out_dir: Path | None = None,
+    shapes: list[str] | None = None,
+    *,
+    say: Callable[[str], None] = print,
+) -> dict[str, Path]:
+    """Synthesize each shape of SYNTH_SHAPES into ``<out_dir>/<shape>``; return the
+    template of each. `context` overrides the sample values of every shape."""
+    root = Path(out_dir or CDK_DIR / "cdk.out").resolve()
+    templates: dict[str, Path] = {}
+    for shape in shapes or list(SYNTH_SHAPES):
+        assembly = synth({**SYNTH_SHAPES[shape], **context}, python, root / shape, say=say)
+        templates[shape] = template_path(assembly)
+    return templates
+
+
+def lint_templates(
+    templates: list[Path], python: str, *, say: Callable[[str], None] = print
+) -> None:
+    """cfn-lint (`python`'s, with CFN_LINT_CONFIG) on `templates`; DeployError on a finding."""
+    # cfn-lint has no ``python -m`` entry: call the console script's main().
+    cmd = [os.path.abspath(python), "-c", "import sys; from cfnlint.runner import main; "
+           "sys.exit(main())", "--config-file", str(CFN_LINT_CONFIG), "--", *map(str, templates)]
+    say(f"==> cfn-lint {' '.join(p.parent.name + '/' + p.name for p in templates)}")
+    proc = subprocess.run(
+        cmd, cwd=CDK_DIR, env=cli_env(None), capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise DeployError(
+            f"cfn-lint found problems (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
+        )
+    say("    no findings")
 
 
 def _parse_context(pairs: list[str]) -> dict[str, str]:
@@ -456,7 +531,14 @@ def main(argv: list[str] | None = None) -> int:
         default=REPO_ROOT / ".cordum" / "cdk-outputs.json",
         help="deploy: stack outputs file (default .cordum/cdk-outputs.json)",
     )
-    parser.add_argument("--out", type=Path, help="synth: cloud assembly folder")
+    parser.add_argument(
+        "--out", type=Path, help="synth: folder of the cloud assemblies (<out>/<shape>)"
+    )
+    parser.add_argument(
+        "--shape", action="append", choices=sorted(SYNTH_SHAPES),
+        help="synth: one shape (repeatable; default all)",
+    )
+    parser.add_argument("--no-lint", action="store_true", help="synth: skip cfn-lint")
     parser.add_argument("--endpoint", default=DEFAULT_ENDPOINT, help="deploy: LocalStack URL")
     parser.add_argument(
         "--python", default=default_python(), help="interpreter running app.py (with aws-cdk-lib)"
@@ -465,8 +547,11 @@ def main(argv: list[str] | None = None) -> int:
     context = _parse_context(args.context)
     try:
         if args.command == "synth":
-            out = synth(context, args.python, args.out)
-            print(f"template: {out / f'{STACK_NAME}.template.json'}")
+            templates = synth_shapes(context, args.python, args.out, args.shape)
+            for shape, template in templates.items():
+                print(f"template ({shape}): {template}")
+            if not args.no_lint:
+                lint_templates(list(templates.values()), args.python)
         else:
             outputs = deploy_local(context, args.outputs, args.python, args.endpoint)
             print(f"outputs ({args.outputs}):")

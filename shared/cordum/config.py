@@ -11,7 +11,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
@@ -28,6 +36,12 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     redis_url: str = DEFAULT_REDIS_URL
+    # Redis AUTH (ElastiCache): the token itself, or the Secrets Manager secret
+    # holding it (read once per process, see cordum.runtime.redis_auth_token).
+    redis_auth_token: SecretStr | None = None
+    redis_auth_secret_arn: str | None = None
+    # NATS credentials (a .creds file's text) in Secrets Manager, for a secured cluster.
+    nats_creds_secret_arn: str | None = None
     nats_url: str = DEFAULT_NATS_URL
     safety_kernel_addr: str = DEFAULT_SAFETY_KERNEL_ADDR
     config_dir: Path = Path("config")
@@ -45,6 +59,14 @@ class Settings(BaseModel):
             raise ValueError("must start with redis://, rediss:// or unix://")
         return v
 
+    @field_validator("redis_auth_token", "redis_auth_secret_arn")
+    @classmethod
+    def _auth_over_tls(cls, v: object, info: ValidationInfo) -> object:
+        # The token is a password: never let it cross the network in clear text.
+        if v is not None and str(info.data.get("redis_url", "")).startswith("redis://"):
+            raise ValueError("a Redis AUTH token is sent over TLS only: REDIS_URL must be rediss://")
+        return v
+
     @field_validator("nats_url")
     @classmethod
     def _nats_scheme(cls, v: str) -> str:
@@ -55,6 +77,9 @@ class Settings(BaseModel):
 
 _ENV = {
     "redis_url": "REDIS_URL",
+    "redis_auth_token": "REDIS_AUTH_TOKEN",
+    "redis_auth_secret_arn": "REDIS_AUTH_SECRET_ARN",
+    "nats_creds_secret_arn": "NATS_CREDS_SECRET_ARN",
     "nats_url": "NATS_URL",
     "safety_kernel_addr": "SAFETY_KERNEL_ADDR",
     "config_dir": "CORDUM_CONFIG_DIR",

@@ -6,16 +6,23 @@ invocation drives it with ``run``, so connections survive warm invocations
 (``asyncio.run`` would close the loop and force a reconnect every time).
 Lambda freezes the process between invocations: the NATS connection is
 checked at the start of each use and rebuilt when it is closed.
+
+Redis on AWS is an ElastiCache replication group: TLS, an AUTH token, and a
+primary endpoint whose DNS name moves to the replica on failover. The client
+retries a command that met a failover (see :class:`RedisRetryPolicy`) on a
+fresh connection, which resolves the endpoint again and reaches the new primary.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cordum.config import Settings, settings
+from cordum.config import ConfigError, Settings, settings
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -54,20 +61,118 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return loop().run_until_complete(coro)
 
 
+@dataclass(frozen=True, slots=True)
+class RedisRetryPolicy:
+    """How one Redis command rides out a failover.
+
+    A failover shows up three ways: the old primary drops its connections
+    (ConnectionError), stops answering while it is replaced (TimeoutError), or
+    stays up demoted to a replica and refuses writes (ReadOnlyError, while a
+    pooled connection still points at it: redis/redis-py#1764). On each, the
+    connection is closed and the command sent again on a new one, after a
+    backoff; every pooled connection recovers on its own first error. Only a
+    command that failed ``retries + 1`` times reaches the caller.
+    """
+
+    retries: int = 3
+    """Attempts after the first (redis-py's default is 10). Kept small: a longer
+    outage is better failed fast and retried by the caller's own mechanism
+    (SQS redelivery, a 503 the client retries) than waited out in a function
+    that has a deadline."""
+    backoff_base_s: float = 0.1
+    """The pause before retry n is drawn below ``base x 2**n`` (full jitter, so
+    containers reconnecting together spread out): up to 0.2, 0.4, 0.8 s."""
+    backoff_cap_s: float = 1.0
+    """No pause is longer than this."""
+
+
+REDIS_RETRY = RedisRetryPolicy()
+
+_auth_tokens: dict[str, str] = {}
+"""Secret ARN -> token, read once per process: a token rotation (ElastiCache's
+ROTATE strategy accepts both tokens meanwhile) is picked up by new containers."""
+
+
+def redis_auth_token(cfg: Settings | None = None) -> str | None:
+    """The Redis AUTH token: REDIS_AUTH_TOKEN, else the secret REDIS_AUTH_SECRET_ARN names."""
+    cfg = cfg or settings()
+    if cfg.redis_auth_token is not None:
+        return cfg.redis_auth_token.get_secret_value()
+    arn = cfg.redis_auth_secret_arn
+    if arn is None:
+        return None
+    token = _auth_tokens.get(arn)
+    if token is None:
+        token = _auth_tokens[arn] = _read_secret(arn)
+    return token
+
+
+def nats_options(cfg: Settings | None = None) -> dict[str, Any]:
+    """Connect options every NATS client of ours adds: the credentials, when
+    NATS_CREDS_SECRET_ARN names them (read once per process)."""
+    cfg = cfg or settings()
+    arn = cfg.nats_creds_secret_arn
+    if arn is None:
+        return {}
+    from nats.aio.client import RawCredentials
+
+    creds = _auth_tokens.get(arn)
+    if creds is None:
+        creds = _auth_tokens[arn] = _read_secret(arn, "NATS_CREDS_SECRET_ARN")
+    return {"user_credentials": RawCredentials(creds)}
+
+
+def _read_secret(arn: str, variable: str = "REDIS_AUTH_SECRET_ARN") -> str:
+    # Imported here: boto3 costs ~300 ms of cold start, paid only by processes
+    # that take the token from Secrets Manager. aws_client sets short timeouts
+    # and keeps botocore's debug log from printing the secret.
+    from cordum.gateway.auth import aws_client
+
+    env = dict(os.environ)
+    parts = arn.split(":")
+    if len(parts) > 3 and parts[3]:
+        env["AWS_REGION"] = parts[3]  # the secret's own region
+    try:
+        answer = aws_client("secretsmanager", env).get_secret_value(SecretId=arn)
+    except Exception as exc:
+        response = getattr(exc, "response", None)
+        code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+        raise ConfigError(
+            f"{variable}: cannot read the secret: {code or type(exc).__name__}"
+        ) from None
+    token = answer.get("SecretString")
+    if not token:
+        raise ConfigError(f"{variable}: the secret holds no string")
+    return str(token)
+
+
 def redis_client(cfg: Settings | None = None) -> redis.asyncio.Redis:
-    """The process's Redis client (a pool; connections are made lazily)."""
+    """The process's Redis client (a pool; connections are made lazily).
+
+    With an AUTH token the URL must be ``rediss://`` (checked by Settings), so
+    the token only ever travels over TLS.
+    """
     global _redis
     if _redis is None:
         import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialWithJitterBackoff
+        from redis.exceptions import ConnectionError, ReadOnlyError, TimeoutError
 
         cfg = cfg or settings()
+        policy = REDIS_RETRY
         _redis = aioredis.Redis.from_url(
             cfg.redis_url,
+            password=redis_auth_token(cfg),
             socket_timeout=cfg.store_timeout_s,
             socket_connect_timeout=cfg.store_timeout_s,
-            # After an ElastiCache failover the old primary answers READONLY:
-            # retrying on a fresh connection reaches the new one.
-            retry_on_error=[ConnectionError],
+            retry=Retry(
+                ExponentialWithJitterBackoff(
+                    base=policy.backoff_base_s, cap=policy.backoff_cap_s
+                ),
+                policy.retries,
+                supported_errors=(ConnectionError, TimeoutError, ReadOnlyError),
+            ),
         )
     return _redis
 
@@ -92,6 +197,7 @@ async def nats_client(cfg: Settings | None = None) -> nats.aio.client.Client:
         reconnect_time_wait=0.2,
         allow_reconnect=True,
         name="cordum",
+        **nats_options(cfg),
     )
     return _nats
 
@@ -116,7 +222,10 @@ async def aclose() -> None:
 
 
 def reset() -> None:
-    """Forget the cached clients (tests, and after a fatal connection error)."""
+    """Forget the cached clients (tests, and after a fatal connection error).
+
+    The Redis AUTH token read from Secrets Manager is kept: a new client
+    reconnects without another call to AWS."""
     global _redis, _nats
     _redis = None
     _nats = None

@@ -5,15 +5,25 @@ names, which carry no hash tags, stay legal in multi-key Lua scripts and
 MULTI), a primary and one replica in another zone, automatic failover.
 ElastiCache Serverless is cluster-mode only and would fail those scripts with
 CROSSSLOT.
+
+Clients connect over TLS to the primary endpoint (a DNS name that follows a
+failover) and authenticate with an AUTH token generated in Secrets Manager:
+the template holds only a reference to the secret, never the token. A client
+reads it from the secret named by REDIS_AUTH_SECRET_ARN, or is given it as
+REDIS_AUTH_TOKEN (an ECS task secret), see ``cordum.runtime.redis_client``.
 """
 
 from __future__ import annotations
 
-from aws_cdk import Fn
+import string
+
+from aws_cdk import Acknowledgment, Fn, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticache as elasticache
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+ENGINE = "redis"
 ENGINE_VERSION = "7.1"
 """Redis OSS 7.x (functions, ``SET ... PXAT``, Lua scripts as Cordum uses them)."""
 
@@ -28,9 +38,31 @@ REDIS_PORT = 6379
 SNAPSHOT_RETENTION_DAYS = 3
 """Redis holds the job state: keep a few daily snapshots to restore from."""
 
+AUTH_TOKEN_LENGTH = 64
+"""ElastiCache accepts 16 to 128 characters."""
+AUTH_TOKEN_SPECIALS = "!&#$^<>-"
+"""The only punctuation ElastiCache accepts in an AUTH token."""
+AUTH_TOKEN_EXCLUDED = "".join(c for c in string.punctuation if c not in AUTH_TOKEN_SPECIALS)
+"""Every other printable punctuation character (``/``, ``"``, ``@``, ``%`` ...),
+kept out of the generated token."""
+
+AUTH_SECRET_ENV = "REDIS_AUTH_SECRET_ARN"
+"""Environment variable naming the token's secret to a client (cordum.config)."""
+
+AUTH_SECRET_ROTATION_REASON = (
+    "ElastiCache offers no managed rotation for a Redis AUTH token: a rotation is "
+    "ModifyReplicationGroup with AuthTokenUpdateStrategy=ROTATE (old and new token "
+    "both accepted), then restarting the clients, which read the token once per "
+    "container, then SET. It is an operator procedure, not a rotation function."
+)
+
 
 class RedisCache(Construct):
-    """Replication group, its subnet group and its security group."""
+    """Replication group, its subnet group and its AUTH token secret.
+
+    The security group is the network's ``cache_security_group``, which
+    decides who may connect; this construct only attaches it.
+    """
 
     def __init__(
         self,
@@ -39,20 +71,24 @@ class RedisCache(Construct):
         *,
         vpc: ec2.IVpc,
         subnets: ec2.SubnetSelection,
-        client_security_group: ec2.ISecurityGroup,
+        security_group: ec2.ISecurityGroup,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.security_group = ec2.SecurityGroup(
+        self.security_group = security_group
+        self.auth_secret = secretsmanager.Secret(
             self,
-            "SecurityGroup",
-            vpc=vpc,
-            description="Cordum Redis: 6379 from the Cordum functions only",
-            allow_all_outbound=False,
+            "AuthToken",
+            description="AUTH token of the Cordum Redis replication group",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=AUTH_TOKEN_LENGTH,
+                exclude_characters=AUTH_TOKEN_EXCLUDED,
+                include_space=False,
+                require_each_included_type=True,
+            ),
         )
-        self.security_group.add_ingress_rule(
-            ec2.Peer.security_group_id(client_security_group.security_group_id),
-            ec2.Port.tcp(REDIS_PORT),
-            "Redis from the Cordum functions",
+        """Plain-string secret holding the token; grant read to every Redis client."""
+        Validations.of(self.auth_secret).acknowledge(
+            Acknowledgment(id="AwsSolutions-SMG4", reason=AUTH_SECRET_ROTATION_REASON)
         )
         subnet_group = elasticache.CfnSubnetGroup(
             self,
@@ -64,7 +100,7 @@ class RedisCache(Construct):
             self,
             "ReplicationGroup",
             replication_group_description="Cordum job store",
-            engine="redis",
+            engine=ENGINE,
             engine_version=ENGINE_VERSION,
             cache_node_type=NODE_TYPE,
             cluster_mode="disabled",
@@ -74,9 +110,11 @@ class RedisCache(Construct):
             transit_encryption_enabled=True,
             transit_encryption_mode="required",
             at_rest_encryption_enabled=True,
+            # A dynamic reference, resolved by CloudFormation at deploy time.
+            auth_token=self.auth_secret.secret_value.unsafe_unwrap(),
             port=REDIS_PORT,
             cache_subnet_group_name=subnet_group.ref,
-            security_group_ids=[self.security_group.security_group_id],
+            security_group_ids=[security_group.security_group_id],
             snapshot_retention_limit=SNAPSHOT_RETENTION_DAYS,
             auto_minor_version_upgrade=True,
         )
@@ -89,4 +127,4 @@ class RedisCache(Construct):
                 self.replication_group.attr_primary_end_point_port,
             ],
         )
-        """``rediss://<primary endpoint>:<port>``: follows failovers (DNS)."""
+        """``rediss://<primary endpoint>:<port>``: follows failovers (DNS); no token in it."""

@@ -2,11 +2,20 @@
 
 Every function runs the same code asset (the thin handler modules plus
 ``config/``) on top of the one ``cordum`` layer; the handler is
-``<module>.handler``.
+``<module>.handler``. Each function writes to its own log group (created by
+the stack, so it has a retention and goes away with the stack) and is traced
+with X-Ray.
+
+Context ``reservedConcurrency`` (optional) reserves concurrency per function,
+a JSON object keyed by module or function slug, e.g.
+``-c 'reservedConcurrency={"submit": 50, "gateway": 200}'``. Unnamed functions
+reserve none and share the account's unreserved pool.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aws_cdk import Duration, RemovalPolicy
@@ -15,10 +24,25 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from cordum_infra.settings import ContextError
+
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 """Must match the interpreter layers/build.py builds the layer for."""
 
-LOG_RETENTION = logs.RetentionDays.TWO_WEEKS
+LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+"""Function logs are kept 30 days: long enough to follow a job's history back
+from a late complaint, short enough that idle logs cost little."""
+
+LOG_REMOVAL_POLICY = RemovalPolicy.DESTROY
+"""The log groups carry fixed names (``/aws/lambda/<function>``): one retained
+after ``cdk destroy`` would make the next deploy of the stack fail on the name."""
+
+TRACING = lambda_.Tracing.ACTIVE
+"""X-Ray: Lambda samples invocations (1 a second, then 5 %) and records each
+sampled invocation's init, run and AWS calls."""
+
+RESERVED_CONCURRENCY_CONTEXT = "reservedConcurrency"
+"""Context key: JSON object, function (module or slug) -> reserved concurrency."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +124,47 @@ ALL_FUNCTIONS = (GATEWAY, SUBMIT, RESULT, RECONCILER_TICK, REPLAYER_TICK, SAGA_R
 ARCHITECTURES = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
 
 
+def parse_reserved_concurrency(value: object) -> dict[str, int]:
+    """Module name -> reserved concurrency, from the ``reservedConcurrency`` context.
+
+    `value` is the context value: None (no reservations), a JSON object as text
+    (``-c`` on the command line) or a mapping (``cdk.json``). Keys are handler
+    modules (``reconciler_tick``) or slugs (``reconciler-tick``); values are
+    whole numbers >= 1 (0 would stop the function: remove it instead).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ContextError(
+                f"context {RESERVED_CONCURRENCY_CONTEXT} must be a JSON object, "
+                f'e.g. {{"submit": 50}}: {exc}'
+            ) from exc
+    if not isinstance(value, Mapping):
+        raise ContextError(
+            f"context {RESERVED_CONCURRENCY_CONTEXT} must be a JSON object of function -> number"
+        )
+    by_name = {spec.module: spec for spec in ALL_FUNCTIONS}
+    by_name.update({spec.slug: spec for spec in ALL_FUNCTIONS})
+    reserved: dict[str, int] = {}
+    for key, count in value.items():
+        spec = by_name.get(str(key))
+        if spec is None:
+            known = ", ".join(f.slug for f in ALL_FUNCTIONS)
+            raise ContextError(
+                f"context {RESERVED_CONCURRENCY_CONTEXT}: unknown function {key!r} (one of {known})"
+            )
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ContextError(
+                f"context {RESERVED_CONCURRENCY_CONTEXT}: {key} must be a whole number >= 1, "
+                f"got {count!r}"
+            )
+        reserved[spec.module] = count
+    return reserved
+
+
 @dataclass(frozen=True)
 class VpcPlacement:
     """Where functions go when the stack owns a VPC."""
@@ -122,8 +187,14 @@ class CordumFunctions(Construct):
         architecture: str,
         environment: dict[str, str],
         placement: VpcPlacement | None,
+        reserved_concurrency: Mapping[str, int] | None = None,
     ) -> None:
+        """`reserved_concurrency` (module -> count) wins over the context key."""
         super().__init__(scope, construct_id)
+        if reserved_concurrency is None:
+            reserved_concurrency = parse_reserved_concurrency(
+                self.node.try_get_context(RESERVED_CONCURRENCY_CONTEXT)
+            )
         arch = ARCHITECTURES[architecture]
         self.layer = lambda_.LayerVersion(
             self,
@@ -136,13 +207,14 @@ class CordumFunctions(Construct):
         )
         code = lambda_.Code.from_asset(code_path)
         self.by_module: dict[str, lambda_.Function] = {}
+        self.log_groups: dict[str, logs.LogGroup] = {}
         for spec in ALL_FUNCTIONS:
             log_group = logs.LogGroup(
                 self,
                 f"{spec.construct_id}Logs",
                 log_group_name=f"/aws/lambda/{spec.function_name}",
                 retention=LOG_RETENTION,
-                removal_policy=RemovalPolicy.DESTROY,
+                removal_policy=LOG_REMOVAL_POLICY,
             )
             fn = lambda_.Function(
                 self,
@@ -159,11 +231,14 @@ class CordumFunctions(Construct):
                 retry_attempts=spec.async_retries,
                 environment={**environment, "POWERTOOLS_SERVICE_NAME": spec.function_name},
                 log_group=log_group,
+                tracing=TRACING,
+                reserved_concurrent_executions=reserved_concurrency.get(spec.module),
                 vpc=placement.vpc if placement else None,
                 vpc_subnets=placement.subnets if placement else None,
                 security_groups=[placement.security_group] if placement else None,
             )
             self.by_module[spec.module] = fn
+            self.log_groups[spec.module] = log_group
 
     def __getitem__(self, spec: FunctionSpec) -> lambda_.Function:
         return self.by_module[spec.module]

@@ -3,6 +3,12 @@
 Rate expressions bottom out at one minute; each tick function keeps Cordum's
 30 s cadence by ticking twice per invocation, bounded by its remaining time.
 Schedules may deliver twice, so the ticks still take their TTL-hold lock.
+
+EventBridge invokes the tick functions asynchronously. An event it could not
+hand to Lambda (throttled, function missing, permission lost) is retried
+under the retry policy below and then sent to the ticks' dead-letter queue,
+whose depth has an alarm (observability.py): a tick that never ran leaves
+stale jobs and orphans behind, and must not go unnoticed.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 TICK_RATE = Duration.minutes(1)
@@ -20,6 +27,10 @@ TARGET_RETRY_ATTEMPTS = 2
 TARGET_MAX_EVENT_AGE = Duration.minutes(1)
 """A tick that could not be delivered within a minute is superseded by the next."""
 
+DLQ_RETENTION = Duration.days(14)
+"""The maximum SQS allows: time to see which ticks were lost and why (each
+dead letter carries the error EventBridge met in its message attributes)."""
+
 
 class TickSchedules(Construct):
     """One rule per tick function; `ticks` maps a name (``Reconciler``) to it."""
@@ -28,6 +39,14 @@ class TickSchedules(Construct):
         self, scope: Construct, construct_id: str, *, ticks: dict[str, lambda_.IFunction]
     ) -> None:
         super().__init__(scope, construct_id)
+        self.dlq = sqs.Queue(
+            self,
+            "Dlq",
+            retention_period=DLQ_RETENTION,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+        )
+        """Tick events EventBridge could not deliver (shared by every tick rule)."""
         self.rules: dict[str, events.Rule] = {}
         for name, fn in ticks.items():
             self.rules[name] = events.Rule(
@@ -40,6 +59,7 @@ class TickSchedules(Construct):
                         fn,
                         retry_attempts=TARGET_RETRY_ATTEMPTS,
                         max_event_age=TARGET_MAX_EVENT_AGE,
+                        dead_letter_queue=self.dlq,
                     )
                 ],
             )

@@ -3,12 +3,23 @@
 Context keys (``-c key=value`` or ``cdk.json``):
 
 =================== ==========================================================
-natsUrl             required: NATS server(s) the functions publish to
+natsUrl             NATS server(s) the functions and the bridge connect to;
+                    required unless devNats=true
+natsCredentialsSecretArn
+                    complete ARN of a Secrets Manager secret holding the
+                    ``.creds`` of an existing NATS cluster (no redisUrl only):
+                    the functions and the bridge get NATS_CREDS_SECRET_ARN and
+                    may read it
+devNats             ``true`` (no redisUrl only): the stack runs a single-node
+                    NATS JetStream on Fargate (EFS store) for development
+                    accounts and natsUrl becomes its Cloud Map name
 redisUrl            given: use that Redis, create no cache and no VPC (local
                     stacks; LocalStack has no ElastiCache). Absent: the stack
                     creates a VPC and an ElastiCache replication group
-safetyKernelAddr    host:port of the safety kernel; defaults to 127.0.0.1:50051
-                    only together with redisUrl (a local stack)
+safetyKernelAddr    host:port of the safety kernel. Absent: 127.0.0.1:50051
+                    with redisUrl (a local stack); without redisUrl the stack
+                    runs the kernel on Fargate behind an internal load
+                    balancer. Given without redisUrl: that kernel, none is run
 layerPath           built layer folder (holding ``python/``); default
                     ``<repo>/layers/build/cordum-layer``
 configDir           folder shipped as ``config/`` with the function code;
@@ -18,12 +29,17 @@ logLevel            POWERTOOLS_LOG_LEVEL; default INFO
 apiKeys             CORDUM_API_KEYS for the gateway (local dev only). Absent:
                     the gateway reads SSM parameter /cordum/api-keys
 architecture        x86_64 (default) or arm64; must match the layer build
+egress              how the VPC's private subnets reach AWS APIs (no redisUrl
+                    only): ``endpoints`` (default; isolated subnets and VPC
+                    endpoints, NATS must be reachable inside the VPC) or
+                    ``nat`` (one NAT gateway; an outside NATS is reachable)
 nag                 ``false`` skips the cdk-nag checks (read by app.py)
 =================== ==========================================================
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +58,18 @@ LOCAL_SAFETY_KERNEL_ADDR = "127.0.0.1:50051"
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 ARCHITECTURES = ("x86_64", "arm64")
+EGRESS_ENDPOINTS = "endpoints"
+EGRESS_NAT = "nat"
+EGRESS_MODES = (EGRESS_ENDPOINTS, EGRESS_NAT)
+
+DEV_NATS_SERVICE = "nats"
+DEV_NATS_NAMESPACE = "cordum.internal"
+DEV_NATS_PORT = 4222
+DEV_NATS_URL = f"nats://{DEV_NATS_SERVICE}.{DEV_NATS_NAMESPACE}:{DEV_NATS_PORT}"
+"""natsUrl of a stack with devNats=true: the Cloud Map name of its NATS service
+(cordum_infra.nats registers it)."""
+SECRET_ARN = re.compile(r"^arn:[\w-]+:secretsmanager:[\w-]+:\d{12}:secret:[\w/+=.@-]+-\w{6}$")
+"""A complete secret ARN: name plus the 6-character suffix Secrets Manager adds."""
 
 
 class ContextError(ValueError):
@@ -54,8 +82,8 @@ class StackSettings:
 
     nats_url: str
     """NATS server URL(s), comma separated."""
-    safety_kernel_addr: str
-    """host:port of the safety kernel gRPC server."""
+    safety_kernel_addr: str | None
+    """host:port of the safety kernel gRPC server; None: the stack runs it."""
     redis_url: str | None
     """External Redis; None makes the stack create its own (ElastiCache)."""
     layer_path: Path
@@ -72,6 +100,12 @@ class StackSettings:
     """Literal CORDUM_API_KEYS for the gateway (local stacks only)."""
     architecture: str = "x86_64"
     """Lambda architecture of the functions and the layer."""
+    egress: str = EGRESS_ENDPOINTS
+    """How the stack's VPC reaches AWS APIs: VPC endpoints or a NAT gateway."""
+    nats_credentials_secret_arn: str | None = None
+    """Secret with the NATS credentials of an existing cluster (AWS stacks only)."""
+    dev_nats: bool = False
+    """The stack runs a single-node NATS for development (``nats_url`` is its name)."""
     output_policy: bool = True
     """OUTPUT_POLICY_ENABLED of the functions: SUCCEEDED results are checked against
     the safety kernel's output_rules (Cordum's default is off; governed output is
@@ -81,6 +115,11 @@ class StackSettings:
     def creates_cache(self) -> bool:
         """True when the stack brings its own Redis (and so a VPC)."""
         return self.redis_url is None
+
+    @property
+    def runs_safety_kernel(self) -> bool:
+        """True when the stack runs the safety kernel itself (AWS, no address given)."""
+        return self.creates_cache and self.safety_kernel_addr is None
 
     @classmethod
     def from_context(cls, node: Node, **overrides: object) -> StackSettings:
@@ -99,22 +138,45 @@ class StackSettings:
                 f"context redisUrl must start with redis:// or rediss://: {redis_url}"
             )
 
+        dev_nats = (get("devNats") or "false").lower()
+        if dev_nats not in ("true", "false"):
+            raise ContextError(f"context devNats must be true or false: {dev_nats}")
+        nats_creds = get("natsCredentialsSecretArn")
         nats_url = get("natsUrl")
+        if dev_nats == "true":
+            if redis_url is not None:
+                raise ContextError(
+                    "context devNats runs NATS on Fargate in the stack's VPC: it needs an AWS "
+                    "stack (no redisUrl)"
+                )
+            if nats_url not in (None, DEV_NATS_URL) or nats_creds is not None:
+                raise ContextError(
+                    f"context devNats=true runs the stack's own NATS at {DEV_NATS_URL}: give "
+                    "no other natsUrl and no natsCredentialsSecretArn with it"
+                )
+            nats_url = DEV_NATS_URL
         if nats_url is None:
             raise ContextError(
                 "context natsUrl is required: the NATS server(s) the functions publish to, "
-                "e.g. -c natsUrl=nats://127.0.0.1:4222"
+                "e.g. -c natsUrl=nats://127.0.0.1:4222 (or -c devNats=true on AWS)"
             )
         if not all(u.strip().startswith(("nats://", "tls://")) for u in nats_url.split(",")):
             raise ContextError(f"context natsUrl must be nats:// or tls:// URL(s): {nats_url}")
+        if nats_creds is not None:
+            if redis_url is not None:
+                raise ContextError(
+                    "context natsCredentialsSecretArn is read from Secrets Manager on AWS: "
+                    "it needs an AWS stack (no redisUrl)"
+                )
+            if not SECRET_ARN.match(nats_creds):
+                raise ContextError(
+                    "context natsCredentialsSecretArn must be the complete ARN of a Secrets "
+                    "Manager secret (arn:<partition>:secretsmanager:<region>:<account>:secret:"
+                    f"<name>-<6 characters>): {nats_creds}"
+                )
 
         safety = get("safetyKernelAddr")
-        if safety is None:
-            if redis_url is None:
-                raise ContextError(
-                    "context safetyKernelAddr is required when the stack creates its own Redis "
-                    "(no redisUrl): host:port of the safety kernel the functions can reach"
-                )
+        if safety is None and redis_url is not None:
             safety = LOCAL_SAFETY_KERNEL_ADDR
 
         log_level = (get("logLevel") or "INFO").upper()
@@ -124,6 +186,10 @@ class StackSettings:
         architecture = get("architecture") or "x86_64"
         if architecture not in ARCHITECTURES:
             raise ContextError(f"context architecture must be one of {', '.join(ARCHITECTURES)}")
+
+        egress = (get("egress") or EGRESS_ENDPOINTS).lower()
+        if egress not in EGRESS_MODES:
+            raise ContextError(f"context egress must be one of {', '.join(EGRESS_MODES)}: {egress}")
 
         output_policy = (get("outputPolicy") or "true").lower()
         if output_policy not in ("true", "false"):
@@ -154,6 +220,9 @@ class StackSettings:
             "log_level": log_level,
             "api_keys": get("apiKeys"),
             "architecture": architecture,
+            "egress": egress,
+            "nats_credentials_secret_arn": nats_creds,
+            "dev_nats": dev_nats == "true",
             "output_policy": output_policy == "true",
         }
         values.update(overrides)

@@ -13,9 +13,9 @@ from aws_cdk import ArnFormat, CfnOutput, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from cordum_infra.api import GatewayApi
+from cordum_infra.api import GatewayApi, account_log_role_from_context
 from cordum_infra.assets import CONFIG_SUBDIR, stage_function_code
-from cordum_infra.cache import RedisCache
+from cordum_infra.cache import AUTH_SECRET_ENV, RedisCache
 from cordum_infra.functions import (
     ALL_FUNCTIONS,
     GATEWAY,
@@ -27,9 +27,12 @@ from cordum_infra.functions import (
     CordumFunctions,
     VpcPlacement,
 )
+from cordum_infra.nats import DevNats, NatsCredentials
 from cordum_infra.network import Network
+from cordum_infra.observability import Observability
 from cordum_infra.queues import JobQueue
 from cordum_infra.schedules import TickSchedules
+from cordum_infra.services import CordumServices
 
 if TYPE_CHECKING:
     from cordum_infra.settings import StackSettings
@@ -44,7 +47,8 @@ METRICS_NAMESPACE = "Cordum"
 
 
 class CordumServerlessStack(Stack):
-    """Everything Cordum runs on AWS except the bridge and the safety kernel."""
+    """Everything Cordum runs on AWS; a local stack leaves out the VPC, the cache,
+    the bridge and the safety kernel (run as host processes there)."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, settings: StackSettings, **kwargs: Any
@@ -54,13 +58,14 @@ class CordumServerlessStack(Stack):
 
         placement: VpcPlacement | None = None
         if settings.creates_cache:
-            network = Network(self, "Network")
+            network = Network(self, "Network", egress=settings.egress)
+            self.network: Network | None = network
             self.cache: RedisCache | None = RedisCache(
                 self,
                 "Cache",
                 vpc=network.vpc,
                 subnets=network.private_subnets,
-                client_security_group=network.functions_security_group,
+                security_group=network.cache_security_group,
             )
             redis_url = self.cache.url
             placement = VpcPlacement(
@@ -69,12 +74,54 @@ class CordumServerlessStack(Stack):
                 security_group=network.functions_security_group,
             )
         else:
+            self.network = None
             self.cache = None
             assert settings.redis_url is not None
             redis_url = settings.redis_url
 
         self.submit_queue = JobQueue(self, "SubmitQueue", consumer_timeout=SUBMIT.timeout)
         self.result_queue = JobQueue(self, "ResultQueue", consumer_timeout=RESULT.timeout)
+
+        # AWS only: the bridge and (unless an address is given) the safety kernel on
+        # Fargate, and with devNats a NATS server for them and the functions.
+        self.services: CordumServices | None = None
+        self.dev_nats: DevNats | None = None
+        safety_kernel_addr = settings.safety_kernel_addr
+        if self.network is not None and self.cache is not None:
+            self.services = CordumServices(
+                self,
+                "Services",
+                vpc=self.network.vpc,
+                subnets=self.network.private_subnets,
+                bridge_security_group=self.network.bridge_security_group,
+                kernel_security_group=self.network.kernel_security_group,
+                redis_url=redis_url,
+                redis_auth_secret=self.cache.auth_secret,
+                nats_url=settings.nats_url,
+                submit_queue=self.submit_queue.queue,
+                result_queue=self.result_queue.queue,
+                architecture=settings.architecture,
+                log_level=settings.log_level,
+                run_kernel=settings.runs_safety_kernel,
+            )
+            if self.services.kernel is not None:
+                safety_kernel_addr = self.services.kernel.address
+            if settings.dev_nats:
+                self.dev_nats = DevNats(
+                    self,
+                    "DevNats",
+                    cluster=self.services.cluster,
+                    vpc=self.network.vpc,
+                    subnets=self.network.private_subnets,
+                    clients=[
+                        self.network.functions_security_group,
+                        self.network.bridge_security_group,
+                    ],
+                    architecture=settings.architecture,
+                )
+                # CloudFormation waits for NATS to be up before it starts the bridge.
+                self.services.bridge.service.node.add_dependency(self.dev_nats.service)
+        assert safety_kernel_addr is not None
 
         code_dir = stage_function_code(
             settings.functions_dir,
@@ -91,7 +138,7 @@ class CordumServerlessStack(Stack):
             environment={
                 "REDIS_URL": redis_url,
                 "NATS_URL": settings.nats_url,
-                "SAFETY_KERNEL_ADDR": settings.safety_kernel_addr,
+                "SAFETY_KERNEL_ADDR": safety_kernel_addr,
                 "OUTPUT_POLICY_ENABLED": "true" if settings.output_policy else "false",
                 # Relative: resolved against LAMBDA_TASK_ROOT, where the code asset lands.
                 "CORDUM_CONFIG_DIR": CONFIG_SUBDIR,
@@ -109,6 +156,20 @@ class CordumServerlessStack(Stack):
 
         self.submit_queue.feed(submit)
         self.result_queue.feed(result)
+
+        if self.cache is not None:
+            # Every function talks to Redis: each reads the AUTH token once per container.
+            for fn in self.functions.by_module.values():
+                fn.add_environment(AUTH_SECRET_ENV, self.cache.auth_secret.secret_arn)
+                self.cache.auth_secret.grant_read(fn)
+
+        if settings.nats_credentials_secret_arn is not None and self.services is not None:
+            nats_credentials = NatsCredentials(
+                self, "NatsCredentials", secret_arn=settings.nats_credentials_secret_arn
+            )
+            for fn in self.functions.by_module.values():
+                nats_credentials.grant_function(fn)
+            nats_credentials.grant_container(self.services.bridge.container)
 
         # FAILED_FATAL in a workflow: the result function hands the rollback to
         # its own invocation instead of leaving work running after it returns.
@@ -133,7 +194,15 @@ class CordumServerlessStack(Stack):
                 )
             )
 
-        self.api = GatewayApi(self, "Api", gateway=gateway)
+        self.api = GatewayApi(
+            self,
+            "Api",
+            gateway=gateway,
+            # The account's API Gateway logging role: LocalStack needs none.
+            account_log_role=account_log_role_from_context(
+                self.node, default=settings.creates_cache
+            ),
+        )
         self.schedules = TickSchedules(
             self,
             "Schedules",
@@ -142,7 +211,32 @@ class CordumServerlessStack(Stack):
                 "Replayer": self.functions[REPLAYER_TICK],
             },
         )
+        self.observability = Observability(
+            self,
+            "Observability",
+            namespace=METRICS_NAMESPACE,
+            functions={spec.construct_id: self.functions[spec] for spec in ALL_FUNCTIONS},
+            dead_letter_queues={
+                "Submit": self.submit_queue.dlq,
+                "Result": self.result_queue.dlq,
+                "Tick": self.schedules.dlq,
+            },
+            replication_group=self.cache.replication_group if self.cache else None,
+        )
         self._outputs(redis_url)
+        if self.services is not None:
+            CfnOutput(
+                self,
+                "SafetyKernelAddr",
+                value=safety_kernel_addr,
+                description="host:port of the safety kernel the functions call",
+            )
+            CfnOutput(
+                self,
+                "ServicesClusterName",
+                value=self.services.cluster.cluster_name,
+                description="ECS cluster of the bridge and the safety kernel",
+            )
 
     def _outputs(self, redis_url: str) -> None:
         api = self.api.rest_api

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cordum import runtime
 from cordum.bus.flush import JetStreamPublisher, PoolFlusher
 from cordum.bus.guard import BusGuard, ClaimStatus, DeadLetter
 from cordum.config import ConfigError, PoolsConfig
@@ -1102,6 +1103,7 @@ async def connect_nats(cfg: Settings, name: str) -> nats.aio.client.Client:
         max_reconnect_attempts=-1,
         reconnect_time_wait=1,
         error_cb=on_error,
+        **runtime.nats_options(cfg),
     )
 
 

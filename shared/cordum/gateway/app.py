@@ -21,6 +21,7 @@ from cordum.gateway.routes import docs as doc_routes
 from cordum.gateway.routes import health as health_routes
 from cordum.gateway.routes import jobs as job_routes
 from cordum.gateway.routes import reads as read_routes
+from cordum.metrics import METRICS
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -56,7 +57,10 @@ def _not_found(exc: Exception) -> Response:
 
 
 def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    response = app.resolve(event, context)
+    try:
+        response = app.resolve(event, context)
+    finally:
+        METRICS.flush()  # submit-time decisions, idempotent repeats, ...
     # Every answer, errors and 404s included, carries the id a caller quotes to us.
     request_id = (event.get("requestContext") or {}).get("requestId") or uuid.uuid4().hex
     response.setdefault("multiValueHeaders", {})["X-Request-Id"] = [request_id]
