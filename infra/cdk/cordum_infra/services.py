@@ -19,6 +19,8 @@ the files, it never calls Docker.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Acknowledgment, Duration, IgnoreMode, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr_assets as ecr_assets
@@ -147,6 +149,28 @@ def _log_group(scope: Construct, construct_id: str, name: str) -> logs.LogGroup:
     )
 
 
+
+def _replicated_service(scope: Construct, cluster: ecs.ICluster,
+                        task_definition: ecs.FargateTaskDefinition,
+                        subnets: ec2.SubnetSelection, security_group: ec2.ISecurityGroup,
+                        **extra: Any) -> ecs.FargateService:
+    """SERVICE_TASKS private tasks spread over the zones, rolled back on a failed deploy."""
+    return ecs.FargateService(
+        scope,
+        "Service",
+        cluster=cluster,
+        task_definition=task_definition,
+        desired_count=SERVICE_TASKS,
+        min_healthy_percent=MIN_HEALTHY_PERCENT,
+        max_healthy_percent=MAX_HEALTHY_PERCENT,
+        vpc_subnets=subnets,
+        security_groups=[security_group],
+        assign_public_ip=False,
+        availability_zone_rebalancing=ecs.AvailabilityZoneRebalancing.ENABLED,
+        circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
+        **extra,
+    )
+
 class BridgeService(Construct):
     """``cordum-bridge`` tasks forwarding JetStream job subjects to the two queues."""
 
@@ -202,20 +226,8 @@ class BridgeService(Construct):
         )
         submit_queue.grant_send_messages(self.task_definition.task_role)
         result_queue.grant_send_messages(self.task_definition.task_role)
-        self.service = ecs.FargateService(
-            self,
-            "Service",
-            cluster=cluster,
-            task_definition=self.task_definition,
-            desired_count=SERVICE_TASKS,
-            min_healthy_percent=MIN_HEALTHY_PERCENT,
-            max_healthy_percent=MAX_HEALTHY_PERCENT,
-            vpc_subnets=subnets,
-            security_groups=[security_group],
-            assign_public_ip=False,
-            availability_zone_rebalancing=ecs.AvailabilityZoneRebalancing.ENABLED,
-            circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
-        )
+        self.service = _replicated_service(self, cluster, self.task_definition, subnets,
+                                           security_group)
 
 
 class SafetyKernelService(Construct):
@@ -303,21 +315,9 @@ class SafetyKernelService(Construct):
                 ),
             )
         )
-        self.service = ecs.FargateService(
-            self,
-            "Service",
-            cluster=cluster,
-            task_definition=self.task_definition,
-            desired_count=SERVICE_TASKS,
-            min_healthy_percent=MIN_HEALTHY_PERCENT,
-            max_healthy_percent=MAX_HEALTHY_PERCENT,
-            vpc_subnets=subnets,
-            security_groups=[self.task_security_group],
-            assign_public_ip=False,
-            availability_zone_rebalancing=ecs.AvailabilityZoneRebalancing.ENABLED,
-            circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
-            health_check_grace_period=KERNEL_HEALTH_CHECK_GRACE,
-        )
+        self.service = _replicated_service(self, cluster, self.task_definition, subnets,
+                                           self.task_security_group,
+                                           health_check_grace_period=KERNEL_HEALTH_CHECK_GRACE)
         self.target_group = elbv2.NetworkTargetGroup(
             self,
             "Targets",
