@@ -32,6 +32,7 @@ from cordum.gateway.approvals import (
     read_pipeline,
 )
 from cordum.gateway.errors import ApiError
+from cordum.gateway.jobs import announce
 from cordum.gateway.views import rfc3339
 from cordum.store.errors import StoreError
 from cordum.store.indexes import JobIndexes
@@ -228,19 +229,7 @@ class DlqService:
             raise ApiError(503, "store unavailable", "store_unavailable") from exc
         if not created:
             raise ApiError(409, "retry job id already taken; retry", "dlq_retry_conflict")
-        packet = protocol.packet(trace_id=job.trace_id, sender_id=protocol.SENDER_GATEWAY,
-                                 job_request=req)
-        try:
-            await self._publisher.publish_durable(protocol.SUBJECT_SUBMIT, packet,
-                                                  msg_id=job.job_id)
-        except Exception as exc:
-            log.error("dlq retry %s: publish failed: %s", job.job_id, exc)
-            try:
-                await self._store.discard(job)
-            except StoreError as discard_exc:
-                log.error("dlq retry %s: could not remove the unpublished job: %s",
-                          job.job_id, discard_exc)
-            raise ApiError(503, "bus unavailable", "bus_unavailable") from exc
+        await announce(self._store, self._publisher, job, req)
 
     async def _remove(self, job_id: str, *, quiet: bool = False) -> None:
         try:

@@ -200,6 +200,28 @@ def new_job(body: SubmitJobRequest, req: protocol.JobRequest, trace_id: str,
     )
 
 
+async def announce(store: JobStore, publisher: NatsPublisher, job: NewJob,
+                   req: protocol.JobRequest) -> None:
+    """Publish a stored job on sys.job.submit; when the bus refuses it, remove the job
+    (never announced, it must not stay half-written) and answer 503."""
+    packet = protocol.packet(trace_id=job.trace_id, sender_id=protocol.SENDER_GATEWAY,
+                             job_request=req)
+    try:
+        await publisher.publish_durable(protocol.SUBJECT_SUBMIT, packet, msg_id=job.job_id)
+    except Exception as exc:
+        log.error("job %s: publish failed: %s", job.job_id, exc)
+        await discard(store, job)
+        raise ApiError(503, "bus unavailable", "bus_unavailable") from exc
+
+
+async def discard(store: JobStore, job: NewJob) -> None:
+    """Remove a job that was stored and never announced (a failure is only logged)."""
+    try:
+        await store.discard(job)
+    except StoreError as exc:
+        log.error("job %s: could not remove the unpublished job: %s", job.job_id, exc)
+
+
 class JobService:
     """Submit, look up and cancel jobs.
 
@@ -296,15 +318,7 @@ class JobService:
             raise ApiError(503, "store unavailable", "store_unavailable") from exc
 
     async def _announce(self, job: NewJob, req: protocol.JobRequest) -> None:
-        packet = protocol.packet(trace_id=job.trace_id, sender_id=protocol.SENDER_GATEWAY,
-                                 job_request=req)
-        try:
-            await self._publisher.publish_durable(protocol.SUBJECT_SUBMIT, packet,
-                                                  msg_id=job.job_id)
-        except Exception as exc:
-            log.error("submit %s: publish failed: %s", job.job_id, exc)
-            await self._discard(job)
-            raise ApiError(503, "bus unavailable", "bus_unavailable") from exc
+        await announce(self._store, self._publisher, job, req)
 
     async def _deny(self, body: SubmitJobRequest, req: protocol.JobRequest, trace_id: str,
                     decision: SubmitDecision, claim: str) -> NoReturn:
@@ -343,11 +357,7 @@ class JobService:
             log.error("publish %s for %s failed: %s", protocol.SUBJECT_DLQ, job_id, exc)
 
     async def _discard(self, job: NewJob) -> None:
-        # The job was never announced: remove it, so nothing half-written stays.
-        try:
-            await self._store.discard(job)
-        except StoreError as exc:
-            log.error("submit %s: could not remove the unpublished job: %s", job.job_id, exc)
+        await discard(self._store, job)
 
     async def cancel(self, principal: Principal, job_id: str) -> dict[str, Any]:
         """Cancel an open job: CANCELLED in the store first, then the bus is told.
