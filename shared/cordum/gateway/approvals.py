@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from cordum import protocol
 from cordum.gateway.errors import ApiError
-from cordum.gateway.views import rfc3339
+from cordum.gateway.views import json_object, rfc3339
 from cordum.scheduler.errorcodes import error_code_enum
 from cordum.scheduler.errors import RetryAfter
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
@@ -266,16 +266,6 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _object_or_none(raw: str) -> Any:
-    if not raw:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def decision_of(meta: Mapping[str, str]) -> str:
     """PENDING while the job waits in APPROVAL_REQUIRED, else the recorded decision."""
     status = meta.get("approval_status", "")
@@ -300,7 +290,7 @@ def approval_item(job_id: str, meta: Mapping[str, str], gated_at_us: int) -> dic
         "policy_snapshot": meta.get("safety_snapshot") or None,
         "policy_rule_id": meta.get("safety_rule_id") or None,
         "policy_reason": meta.get("safety_reason") or None,
-        "constraints": _object_or_none(meta.get("safety_constraints", "")),
+        "constraints": json_object(meta.get("safety_constraints", "")),
         "approval_required": True,
         "requested_at": rfc3339(meta.get("safety_checked_at") or str(gated_at_us)),
         "decided_at": rfc3339(meta.get("approval_decided_at")) if decided else None,

@@ -49,7 +49,6 @@ UNKNOWN.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -59,7 +58,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from cordum import protocol, runtime
 from cordum.config import Settings
-from cordum.gateway.views import DetailExtras, is_online, job_summary, rfc3339_s
+from cordum.gateway.views import DetailExtras, is_online, job_summary, json_object, rfc3339_s
 from cordum.safety.breaker import (
     INPUT_BREAKER_KEY,
     OUTPUT_BREAKER_KEY,
@@ -400,26 +399,16 @@ async def detail_extras(redis: RedisReadProtocol, job_id: str) -> DetailExtras:
     pipe.get(protocol.context_key(job_id))
     pipe.get(request_key(job_id))
     events, dlq, output, ctx, request = await _execute(pipe)
-    context = _object(ctx)
+    context = json_object(ctx)
     prompt = context.get("prompt") if context is not None else None
-    req = _object(request) or {}
+    req = json_object(request) or {}
     return DetailExtras(
         events=[e for raw in events if (e := _event(_text(raw))) is not None],
-        dlq=_object(dlq),
-        output_decision=_object(output),
+        dlq=json_object(dlq),
+        output_decision=json_object(output),
         prompt=prompt if isinstance(prompt, str) else None,
         adapter_id=str(req.get("adapterId") or req.get("adapter_id") or ""),
     )
-
-
-def _object(raw: Any) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _event(raw: str) -> tuple[int, str] | None:
@@ -427,7 +416,7 @@ def _event(raw: str) -> tuple[int, str] | None:
     ts: Any
     state: Any
     if raw.startswith("{"):
-        doc = _object(raw)
+        doc = json_object(raw)
         if doc is None:
             return None
         ts, state = doc.get("ts"), doc.get("state")
@@ -460,7 +449,7 @@ async def worker_snapshot(redis: RedisReadProtocol, keys: ReadKeys | None = None
 
 
 def _snapshot(raw: Any) -> Snapshot:
-    doc = _object(raw) or {}
+    doc = json_object(raw) or {}
     return Snapshot(parse_snapshot(raw), str(doc.get("writer_id") or ""),
                     str(doc.get("captured_at") or ""))
 

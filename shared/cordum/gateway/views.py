@@ -90,7 +90,7 @@ def _put_time(out: dict[str, Any], name: str, us: str | int | None) -> None:
         out[name] = value
 
 
-def _json(raw: str | None) -> Any:
+def _json(raw: str | bytes | None) -> Any:
     if not raw:
         return None
     try:
@@ -99,7 +99,8 @@ def _json(raw: str | None) -> Any:
         return None
 
 
-def _json_object(raw: str | None) -> dict[str, Any] | None:
+def json_object(raw: str | bytes | None) -> dict[str, Any] | None:
+    """A stored JSON object; None when absent, malformed or not an object."""
     value = _json(raw)
     return value if isinstance(value, dict) else None
 
@@ -140,7 +141,7 @@ def safety_decisions(meta: Mapping[str, str]) -> list[dict[str, Any]]:
         "rule_id": meta.get("safety_rule_id", ""),
         "action": action,
         "reason": meta.get("safety_reason", ""),
-        "constraints": _json_object(meta.get("safety_constraints")),
+        "constraints": json_object(meta.get("safety_constraints")),
     }
     _put_time(decision, "evaluated_at", meta.get("safety_checked_at"))
     return [decision]
@@ -212,14 +213,14 @@ def job_detail(job_id: str, meta: dict[str, str], result_ptr: str | None,
         "retry_count": max(0, attempts - 1),
         "worker_id": meta.get("worker_id", ""),
         "decisions": safety_decisions(meta),
-        "delegation": _json_object(meta.get("delegation_lineage")) or {},
+        "delegation": json_object(meta.get("delegation_lineage")) or {},
         "workflow_id": meta.get("workflow_id") or labels.get("workflow_id", ""),
         "run_id": meta.get("run_id") or labels.get("run_id", ""),
         "step_id": meta.get("step_id") or labels.get("step_id", ""),
         "safety_decision": meta.get("safety_decision", ""),
         "safety_reason": meta.get("safety_reason", ""),
         "safety_rule_id": meta.get("safety_rule_id", ""),
-        "safety_constraints": _json_object(meta.get("safety_constraints")),
+        "safety_constraints": json_object(meta.get("safety_constraints")),
         "safety_remediations": _json_list(meta.get("safety_remediations")),
         "approval_required": meta.get("safety_approval_required") == "true",
         "approval_ref": meta.get("safety_approval_ref", ""),
@@ -233,7 +234,7 @@ def job_detail(job_id: str, meta: dict[str, str], result_ptr: str | None,
     for name in _APPROVAL_TIMES:
         if meta.get(name):
             out[name] = rfc3339(meta[name]) or meta[name]
-    output = _json_object(meta.get("output_safety"))
+    output = json_object(meta.get("output_safety"))
     if extras is not None:
         _apply_extras(out, extras, state)
         output = output or extras.output_decision
