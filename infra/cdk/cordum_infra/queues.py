@@ -33,18 +33,23 @@ DLQ_RETENTION = Duration.days(14)
 QUEUE_RETENTION = Duration.days(4)
 
 
+def dead_letter_queue(scope: Construct, construct_id: str = "Dlq") -> sqs.Queue:
+    """A dead-letter queue kept DLQ_RETENTION, encrypted, TLS only."""
+    return sqs.Queue(
+        scope,
+        construct_id,
+        retention_period=DLQ_RETENTION,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+    )
+
+
 class JobQueue(Construct):
     """One work queue with its DLQ, sized for the function that consumes it."""
 
     def __init__(self, scope: Construct, construct_id: str, *, consumer_timeout: Duration) -> None:
         super().__init__(scope, construct_id)
-        self.dlq = sqs.Queue(
-            self,
-            "Dlq",
-            retention_period=DLQ_RETENTION,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-        )
+        self.dlq = dead_letter_queue(self)
         self.queue = sqs.Queue(
             self,
             "Queue",

@@ -17,8 +17,9 @@ from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
+from cordum_infra.queues import dead_letter_queue
 
 TICK_RATE = Duration.minutes(1)
 """Renders as ``rate(1 minute)``, the shortest EventBridge allows."""
@@ -27,11 +28,6 @@ TARGET_RETRY_ATTEMPTS = 2
 TARGET_MAX_EVENT_AGE = Duration.minutes(1)
 """A tick that could not be delivered within a minute is superseded by the next."""
 
-DLQ_RETENTION = Duration.days(14)
-"""The maximum SQS allows: time to see which ticks were lost and why (each
-dead letter carries the error EventBridge met in its message attributes)."""
-
-
 class TickSchedules(Construct):
     """One rule per tick function; `ticks` maps a name (``Reconciler``) to it."""
 
@@ -39,13 +35,8 @@ class TickSchedules(Construct):
         self, scope: Construct, construct_id: str, *, ticks: dict[str, lambda_.IFunction]
     ) -> None:
         super().__init__(scope, construct_id)
-        self.dlq = sqs.Queue(
-            self,
-            "Dlq",
-            retention_period=DLQ_RETENTION,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-        )
+        # Each dead letter carries the error EventBridge met in its message attributes.
+        self.dlq = dead_letter_queue(self)
         """Tick events EventBridge could not deliver (shared by every tick rule)."""
         self.rules: dict[str, events.Rule] = {}
         for name, fn in ticks.items():
