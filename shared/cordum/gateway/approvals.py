@@ -318,16 +318,17 @@ class KernelSnapshots:
     """
 
     def __init__(self, addr: str, timeout_s: float) -> None:
+        from cordum.safety.tls import client_tls_from_env
+
         self._addr = addr
         self._timeout_s = timeout_s
+        self._tls = client_tls_from_env()  # the kernel's transport, as every client
 
     async def current(self) -> str | None:
-        import grpc
-
         from cordum.agent.v1 import safety_pb2, safety_pb2_grpc
 
         try:
-            async with grpc.aio.insecure_channel(self._addr) as channel:
+            async with self._tls.channel(self._addr) as channel:
                 stub = safety_pb2_grpc.SafetyKernelStub(channel)
                 resp = await stub.ListSnapshots(safety_pb2.ListSnapshotsRequest(),
                                                 timeout=self._timeout_s)

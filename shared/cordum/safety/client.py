@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.safety.breaker import CircuitBreaker
 from cordum.safety.risk import CONTENT_LABEL_PREFIX, PAYLOAD_JSON_LABEL
-from cordum.safety.tls import client_tls_from_env
+from cordum.safety.tls import PLAINTEXT, client_tls_from_env
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -277,17 +277,13 @@ class SafetyClient:
             await asyncio.gather(*self._closing, return_exceptions=True)
 
     def _connect(self) -> Any:
-        import grpc
-
         from cordum import protocol  # noqa: F401
         from cordum.agent.v1 import safety_pb2_grpc
 
         if self._channel_factory is not None:
             self._channel = self._channel_factory(self._addr)
-        elif self._tls is not None:
-            self._channel = self._tls.channel(self._addr, options=CHANNEL_OPTIONS)
         else:
-            self._channel = grpc.aio.insecure_channel(self._addr, options=CHANNEL_OPTIONS)
+            self._channel = (self._tls or PLAINTEXT).channel(self._addr, options=CHANNEL_OPTIONS)
         self._stub = safety_pb2_grpc.SafetyKernelStub(self._channel)
         return self._stub
 

@@ -38,7 +38,7 @@ from cordum.safety.output_service import (
     decode,
     encode,
 )
-from cordum.safety.tls import client_tls_from_env
+from cordum.safety.tls import PLAINTEXT, client_tls_from_env
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -183,18 +183,13 @@ class OutputPolicyClient:
         return doc
 
     def _connect(self) -> grpc.aio.Channel:
-        import grpc
-
         if self._channel_factory is not None:
             self._channel = self._channel_factory(self._addr)
         else:
             options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                        *CHANNEL_OPTIONS]
-            if self._tls is not None:
-                self._channel = self._tls.channel(self._addr, options=options)
-            else:
-                self._channel = grpc.aio.insecure_channel(self._addr, options=options)
+            self._channel = (self._tls or PLAINTEXT).channel(self._addr, options=options)
         self._calls.clear()
         return self._channel
 
