@@ -42,6 +42,15 @@ invocation_deadline: contextvars.ContextVar[float | None] = contextvars.ContextV
 """When the running invocation ends (``time.monotonic()`` scale); None outside Lambda."""
 
 
+def lambda_deadline(context: Any) -> float | None:
+    """When a Lambda invocation ends (``time.monotonic()`` scale), from its context;
+    None for anything that is not a Lambda context."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return None
+    return time.monotonic() + remaining() / 1000
+
+
 def time_left(default: float) -> float:
     """Seconds until the invocation ends, or ``default`` when no deadline is set."""
     deadline = invocation_deadline.get()

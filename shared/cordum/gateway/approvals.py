@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from cordum import protocol
+from cordum import protocol, runtime
 from cordum.gateway.errors import ApiError
 from cordum.gateway.views import json_object, rfc3339
 from cordum.scheduler.errorcodes import error_code_enum
@@ -102,10 +102,10 @@ class RetryableConflict(ApiError):
 def invocation_deadline(context: Any) -> float | None:
     """The ``time.monotonic()`` instant by which locked work must be over, from the
     Lambda context (None outside Lambda)."""
-    remaining = getattr(context, "get_remaining_time_in_millis", None)
-    if remaining is None:
+    end = runtime.lambda_deadline(context)
+    if end is None:
         return None
-    return time.monotonic() + max(0.0, remaining() / 1000 - DEADLINE_MARGIN_S)
+    return max(time.monotonic(), end - DEADLINE_MARGIN_S)
 
 
 @contextlib.asynccontextmanager

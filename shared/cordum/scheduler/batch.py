@@ -16,7 +16,6 @@ import binascii
 import logging
 import math
 import os
-import time
 from typing import TYPE_CHECKING, Any
 
 from cordum import runtime
@@ -79,9 +78,7 @@ def process_batch(
     to; it also costs about 190 ms of import at cold start.)
     """
     records = event.get("Records") or []
-    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
-        runtime.invocation_deadline.set(
-            time.monotonic() + context.get_remaining_time_in_millis() / 1000)
+    runtime.invocation_deadline.set(runtime.lambda_deadline(context))
 
     async def on_record(record: dict[str, Any]) -> bool:
         message_id = record.get("messageId", "?")
