@@ -43,7 +43,7 @@ test: test-fast e2e
 
 test-fast: setup
 	@$(PY) localstack/stack.py services
-	@$(PY) -m pytest -q tests/unit tests/infra tests/integration
+	@$(PY) -m pytest -q tests/unit tests/infra tests/integration tests/security
 
 e2e: setup
 	@$(PY) localstack/stack.py e2e tests/e2e -q

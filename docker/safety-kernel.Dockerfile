@@ -6,9 +6,10 @@
 #
 # The shipped config/ is baked in; the kernel hot-reloads safety.yaml, so a
 # file mounted over /app/config/safety.yaml takes effect without a restart.
-# Optional settings from the environment: LOG_LEVEL, REDIS_URL (velocity
-# windows shared by all replicas), SAFETY_DECISION_CACHE_TTL,
-# SAFETY_KERNEL_TLS_CERT / SAFETY_KERNEL_TLS_KEY.
+# Optional settings from the environment: LOG_LEVEL, REDIS_URL and
+# REDIS_AUTH_TOKEN (velocity windows shared by all replicas),
+# SAFETY_DECISION_CACHE_TTL, SAFETY_KERNEL_TLS_CERT / SAFETY_KERNEL_TLS_KEY (PEM
+# text or file paths; the AWS stack hands both over from Secrets Manager).
 FROM python:3.12-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """CDK app: the CordumServerless stack.
 
-    cdk deploy -c natsUrl=nats://... -c safetyKernelAddr=host:50051           # AWS
+    cdk deploy -c natsUrl=nats://...                                          # AWS
+    cdk deploy -c natsUrl=nats://... -c safetyKernelAddr=host:50051 \
+               -c safetyKernelCa=kernel-ca.pem                                # AWS, own kernel
     cdklocal deploy -c redisUrl=redis://127.0.0.1:6379 -c natsUrl=nats://...  # LocalStack
 
 Context keys are described in cordum_infra/settings.py; ``-c nag=false``

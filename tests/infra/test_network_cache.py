@@ -61,7 +61,8 @@ def endpoints(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory)
 @pytest.fixture(scope="module")
 def nat(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:  # noqa: F811
     """Given an AWS stack with egress=nat and a safety kernel of its own elsewhere."""
-    return _aws(inputs, tmp_path_factory.mktemp("nat"), egress="nat", safetyKernelAddr=KERNEL_ADDR)
+    return _aws(inputs, tmp_path_factory.mktemp("nat"), egress="nat", safetyKernelAddr=KERNEL_ADDR,
+                safetyKernelCa=str(inputs["kernel_ca"]))
 
 
 @pytest.fixture(params=["endpoints", "nat"])
@@ -219,11 +220,14 @@ def test_cache_admits_redis_from_functions_and_bridge_only(either: dict[str, Any
     network = stack.network
     assert network is not None
     clients = [network.functions_security_group, network.bridge_security_group]
+    if stack.services is not None and stack.services.kernel is not None:
+        # A kernel the stack runs counts velocity windows in the cache too.
+        clients.append(stack.services.kernel.task_security_group)
     expected = sorted(
         ("tcp", REDIS_PORT, REDIS_PORT, json.dumps(_group_ref(stack, g), sort_keys=True))
         for g in clients
     )
-    # Then the cache's group has exactly those two rules: 6379 from each client group
+    # Then the cache's group has exactly those rules: 6379 from each client group
     assert sorted(_rule(r) for r in _ingress(tpl, stack, network.cache_security_group)) == expected
     # And the replication group wears that group, and only it
     assert stack.cache is not None and stack.cache.security_group is network.cache_security_group
@@ -291,6 +295,22 @@ def test_replication_group_is_multi_az_tls_encrypted_with_an_auth_token(
     assert [g["Properties"]["SubnetIds"] for g in groups] == [_private_subnet_refs(stack)]
 
 
+def test_cache_never_evicts_a_key(endpoints: dict[str, Any]) -> None:
+    tpl, stack = endpoints["json"], endpoints["stack"]
+    # Then one parameter group of the Redis 7 family refuses writes when memory is full
+    # instead of evicting keys (job metas and locks all carry a TTL: the default
+    # volatile-lru policy would evict them)
+    groups = _resources(tpl, "AWS::ElastiCache::ParameterGroup")
+    assert len(groups) == 1
+    ((group_id, group),) = groups.items()
+    assert group["Properties"]["CacheParameterGroupFamily"] == "redis7"
+    assert group["Properties"]["Properties"] == {"maxmemory-policy": "noeviction"}
+    # And the replication group runs with it
+    assert stack.cache is not None
+    rg = tpl["Resources"][_logical_id(stack, stack.cache.replication_group)]["Properties"]
+    assert rg["CacheParameterGroupName"] == {"Ref": group_id}
+
+
 def test_auth_token_is_generated_without_characters_elasticache_rejects(
     endpoints: dict[str, Any],
 ) -> None:
@@ -338,7 +358,8 @@ def test_local_stack_has_no_secret_and_no_token_variable(local: dict[str, Any]) 
 
 
 def test_egress_context_defaults_to_endpoints(inputs: dict[str, Path]) -> None:  # noqa: F811
-    base = {"natsUrl": NATS, "safetyKernelAddr": KERNEL_ADDR}
+    base = {"natsUrl": NATS, "safetyKernelAddr": KERNEL_ADDR,
+            "safetyKernelCa": str(inputs["kernel_ca"])}
     assert _settings(inputs, **base).egress == "endpoints"
     assert _settings(inputs, **base, egress="NAT").egress == "nat"
     with pytest.raises(ContextError, match="egress must be one of endpoints, nat"):

@@ -22,6 +22,7 @@ import test_synth as synth
 
 cdk = pytest.importorskip("aws_cdk")
 from aws_cdk.assertions import Template  # noqa: E402
+from cordum_infra.kernel_tls import RESOURCE_TYPE  # noqa: E402
 from cordum_infra.nag import add_checks  # noqa: E402
 from cordum_infra.nats import DEV_NATS_CONTAINER, JETSTREAM_DIR, NATS_CREDS_ENV  # noqa: E402
 from cordum_infra.network import KERNEL_PORT  # noqa: E402
@@ -30,6 +31,7 @@ from cordum_infra.services import (  # noqa: E402
     BRIDGE_DOCKERFILE,
     KERNEL_CONTAINER,
     KERNEL_DOCKERFILE,
+    KERNEL_PKI_DOCKERFILE,
     STOP_TIMEOUT,
 )
 from cordum_infra.settings import DEV_NATS_URL, ContextError, StackSettings  # noqa: E402
@@ -81,6 +83,7 @@ def creds(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
         tmp_path_factory.mktemp("creds"),
         natsUrl=AWS_NATS,
         safetyKernelAddr=OUTSIDE_KERNEL,
+        safetyKernelCa=str(inputs["kernel_ca"]),
         natsCredentialsSecretArn=CREDS_ARN,
     )
 
@@ -158,6 +161,15 @@ def _ingress(tpl: dict[str, Any], group_id: str) -> list[dict[str, Any]]:
     return rules
 
 
+def _image_functions(tpl: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Logical id -> properties of the Lambda functions run from a container image."""
+    return {
+        k: r["Properties"]
+        for k, r in _resources(tpl, "AWS::Lambda::Function").items()
+        if r["Properties"].get("PackageType") == "Image"
+    }
+
+
 def _source(rule: dict[str, Any]) -> str:
     """Logical id of the security group a rule admits."""
     source = rule["SourceSecurityGroupId"]
@@ -233,9 +245,10 @@ def test_images_are_built_from_the_repo_dockerfiles_at_deploy_time(
     kernel: dict[str, Any],
 ) -> None:
     images = kernel["assets"]["dockerImages"]
-    # Then there is one image asset per service, built from its Dockerfile for amd64
+    # Then there is one image asset per service, and one for the kernel's certificate
+    # issuer (a Lambda image), each built from its Dockerfile for amd64
     sources = {image["source"]["dockerFile"]: image["source"] for image in images.values()}
-    assert set(sources) == {BRIDGE_DOCKERFILE, KERNEL_DOCKERFILE}
+    assert set(sources) == {BRIDGE_DOCKERFILE, KERNEL_DOCKERFILE, KERNEL_PKI_DOCKERFILE}
     for dockerfile, source in sources.items():
         assert source["platform"] == "linux/amd64", dockerfile
         # And its staged build context holds only what the images copy
@@ -291,11 +304,12 @@ def test_synth_needs_no_docker(inputs: dict[str, Path], tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "app.py"], cwd=synth.CDK_DIR, env=env, capture_output=True, text=True
     )
-    # Then it succeeds without calling docker and leaves both images to the deploy
+    # Then it succeeds without calling docker and leaves the images (bridge, kernel,
+    # kernel certificate issuer) to the deploy
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not marker.exists()
     assets = json.loads((out / f"{STACK_NAME}.assets.json").read_text())
-    assert len(assets["dockerImages"]) == 2
+    assert len(assets["dockerImages"]) == 3
 
 
 # --- bridge ------------------------------------------------------------------------------
@@ -428,6 +442,93 @@ def test_only_functions_and_bridge_reach_the_kernel(kernel: dict[str, Any]) -> N
     ]
 
 
+def test_kernel_serves_tls_with_a_certificate_issued_at_deploy_time(
+    kernel: dict[str, Any],
+) -> None:
+    tpl, stack = kernel["json"], kernel["stack"]
+    tls = stack.services.kernel.tls
+    secret_id = _logical_id(stack, tls.secret)
+    nlb_id = _logical_id(stack, stack.services.kernel.load_balancer)
+    # Then one custom resource issues the certificate for the load balancer's name
+    # into the kernel's secret, by a container-image function
+    (cert_id, cert), = [
+        (k, r) for k, r in tpl["Resources"].items() if r["Type"] == RESOURCE_TYPE
+    ]
+    (issuer_id, issuer), = _image_functions(tpl).items()
+    assert cert["Properties"]["ServiceToken"] == {"Fn::GetAtt": [issuer_id, "Arn"]}
+    assert cert["Properties"]["Host"] == {"Fn::GetAtt": [nlb_id, "DNSName"]}
+    assert cert["Properties"]["SecretArn"] == {"Ref": secret_id}
+    assert cert["Properties"]["Generation"] == "1"
+    assert issuer["Architectures"] == ["x86_64"]
+    # And the issuer may write that secret and read nothing
+    role = {"Ref": issuer["Role"]["Fn::GetAtt"][0]}
+    statements = _role_statements(tpl, role)
+    assert statements
+    for statement in statements:
+        assert not any(a.startswith("secretsmanager:Get") for a in _actions(statement))
+    writes = [s for s in statements if "secretsmanager:PutSecretValue" in _actions(s)]
+    assert [s["Resource"] for s in writes] == [{"Ref": secret_id}]
+    # And the kernel gets certificate and key from that secret, by JSON field, at task
+    # start, and a variable that changes with each new certificate
+    _, container = _containers(tpl)[KERNEL_CONTAINER]
+    secrets = {s["Name"]: s["ValueFrom"] for s in container["Secrets"]}
+    for name, field in (("SAFETY_KERNEL_TLS_CERT", "cert"), ("SAFETY_KERNEL_TLS_KEY", "key")):
+        assert secrets[name] == {"Fn::Join": ["", [{"Ref": secret_id}, f":{field}::"]]}, name
+    assert _env(container)["SAFETY_KERNEL_TLS_SERIAL"] == {"Fn::GetAtt": [cert_id, "Serial"]}
+    # And no kernel task starts before the certificate is in the secret
+    service_id = _logical_id(stack, stack.services.kernel.service)
+    assert cert_id in tpl["Resources"][service_id]["DependsOn"]
+
+
+def test_every_client_trusts_only_the_issued_ca(kernel: dict[str, Any]) -> None:
+    tpl = kernel["json"]
+    (cert_id,) = [k for k, r in tpl["Resources"].items() if r["Type"] == RESOURCE_TYPE]
+    ca = {"Fn::GetAtt": [cert_id, "CaPem"]}
+    clients = {m: p["Environment"]["Variables"] for m, p in _functions(tpl).items()}
+    clients["bridge"] = _env(_containers(tpl)[BRIDGE_CONTAINER][1])
+    assert len(clients) == 7
+    for name, env in clients.items():
+        assert env["SAFETY_KERNEL_TLS_REQUIRED"] == "true", name
+        assert env["SAFETY_KERNEL_TLS_CA"] == ca, name
+
+
+def test_kernel_counts_velocity_in_the_stacks_redis(kernel: dict[str, Any]) -> None:
+    tpl, stack = kernel["json"], kernel["stack"]
+    _, container = _containers(tpl)[KERNEL_CONTAINER]
+    # Then it has the cache's TLS URL and its AUTH token as an ECS secret
+    assert _env(container)["REDIS_URL"] == stack.resolve(stack.cache.url)
+    secrets = {s["Name"]: s["ValueFrom"] for s in container["Secrets"]}
+    assert secrets["REDIS_AUTH_TOKEN"] == {"Ref": _logical_id(stack, stack.cache.auth_secret)}
+    # And its tasks may reach the cache, which admits them
+    task_sg = _logical_id(stack, stack.services.kernel.task_security_group)
+    cache_sg = _logical_id(stack, stack.network.cache_security_group)
+    assert (task_sg, 6379) in [(_source(r), r["FromPort"]) for r in _ingress(tpl, cache_sg)]
+    egress = tpl["Resources"][task_sg]["Properties"]["SecurityGroupEgress"] + [
+        r["Properties"] for r in _resources(tpl, "AWS::EC2::SecurityGroupEgress").values()
+        if r["Properties"]["GroupId"] == {"Fn::GetAtt": [task_sg, "GroupId"]}
+    ]
+    assert any(
+        r.get("DestinationSecurityGroupId") == {"Fn::GetAtt": [cache_sg, "GroupId"]}
+        and r["FromPort"] == r["ToPort"] == 6379
+        for r in egress
+    )
+
+
+def test_an_outside_kernels_ca_reaches_every_client(
+    creds: dict[str, Any], inputs: dict[str, Path]
+) -> None:
+    tpl = creds["json"]
+    ca = inputs["kernel_ca"].read_text().strip()
+    clients = {m: p["Environment"]["Variables"] for m, p in _functions(tpl).items()}
+    clients["bridge"] = _env(_containers(tpl)[BRIDGE_CONTAINER][1])
+    for name, env in clients.items():
+        assert env["SAFETY_KERNEL_TLS_REQUIRED"] == "true", name
+        assert env["SAFETY_KERNEL_TLS_CA"] == ca, name
+    # And the stack issues no certificate of its own
+    assert not [r for r in tpl["Resources"].values() if r["Type"] == RESOURCE_TYPE]
+    assert not _image_functions(tpl)
+
+
 def test_outside_kernel_address_means_no_kernel_service(creds: dict[str, Any]) -> None:
     tpl = creds["json"]
     # Given safetyKernelAddr, then only the bridge runs and no load balancer exists
@@ -549,11 +650,33 @@ def test_arm64_builds_and_runs_every_image_for_arm64(dev: dict[str, Any]) -> Non
     tpl = dev["json"]
     # Given architecture=arm64, then every image is built for linux/arm64
     images = dev["assets"]["dockerImages"].values()
-    assert len(images) == 3
+    assert len(images) == 4
     assert {image["source"]["platform"] for image in images} == {"linux/arm64"}
     # and every task runs on ARM64
     for name in _containers(tpl):
         assert _task(tpl, name)["RuntimePlatform"]["CpuArchitecture"] == "ARM64", name
+    # and so does the kernel's certificate issuer
+    (issuer,) = _image_functions(tpl).values()
+    assert issuer["Architectures"] == ["arm64"]
+
+
+def test_local_stack_speaks_plaintext_to_its_host_kernel_unless_given_a_ca(
+    inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    def kernel_env(**extra: str) -> list[dict[str, Any]]:
+        _, stack = synth._stack(inputs, tmp_path / str(len(extra)), synth._context(
+            inputs, redisUrl=synth.LOCAL_REDIS, natsUrl=synth.NATS, **extra))
+        functions = _functions(Template.from_stack(stack).to_json())
+        return [
+            {k: v for k, v in p["Environment"]["Variables"].items() if "TLS" in k}
+            for p in functions.values()
+        ]
+
+    assert kernel_env() == [{}] * 6
+    ca = inputs["kernel_ca"].read_text().strip()
+    assert kernel_env(safetyKernelCa=str(inputs["kernel_ca"])) == [
+        {"SAFETY_KERNEL_TLS_CA": ca}
+    ] * 6
 
 
 def test_local_stack_runs_no_services(local: dict[str, Any]) -> None:
@@ -581,7 +704,8 @@ def _settings(inputs: dict[str, Path], **context: str) -> StackSettings:
 def test_aws_stack_runs_its_kernel_unless_given_an_address(inputs: dict[str, Path]) -> None:
     own = _settings(inputs, natsUrl=AWS_NATS)
     assert own.safety_kernel_addr is None and own.runs_safety_kernel
-    given = _settings(inputs, natsUrl=AWS_NATS, safetyKernelAddr=OUTSIDE_KERNEL)
+    given = _settings(inputs, natsUrl=AWS_NATS, safetyKernelAddr=OUTSIDE_KERNEL,
+                      safetyKernelCa=str(inputs["kernel_ca"]))
     assert given.safety_kernel_addr == OUTSIDE_KERNEL and not given.runs_safety_kernel
     local = _settings(inputs, natsUrl=synth.NATS, redisUrl=synth.LOCAL_REDIS)
     assert local.safety_kernel_addr == "127.0.0.1:50051" and not local.runs_safety_kernel
@@ -632,6 +756,33 @@ def test_nats_context_errors(
         _settings(inputs, **context)
 
 
+def test_safety_kernel_ca_context_errors(inputs: dict[str, Path], tmp_path: Path) -> None:
+    ca = str(inputs["kernel_ca"])
+    with pytest.raises(ContextError, match="safetyKernelCa is required with safetyKernelAddr"):
+        _settings(inputs, natsUrl=AWS_NATS, safetyKernelAddr=OUTSIDE_KERNEL)
+    with pytest.raises(ContextError, match="the stack's own kernel uses the certificate"):
+        _settings(inputs, natsUrl=AWS_NATS, safetyKernelCa=ca)
+    with pytest.raises(ContextError, match="safetyKernelCa: cannot read"):
+        _settings(inputs, natsUrl=AWS_NATS, safetyKernelAddr=OUTSIDE_KERNEL,
+                  safetyKernelCa=str(tmp_path / "missing.pem"))
+    key_too = tmp_path / "ca-and-key.pem"
+    key_too.write_text(inputs["kernel_ca"].read_text()
+                       + "-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n")
+    with pytest.raises(ContextError, match="must hold the CA certificate .* and nothing else"):
+        _settings(inputs, natsUrl=AWS_NATS, safetyKernelAddr=OUTSIDE_KERNEL,
+                  safetyKernelCa=str(key_too))
+    settings = _settings(inputs, natsUrl=AWS_NATS, safetyKernelAddr=OUTSIDE_KERNEL,
+                         safetyKernelCa=ca)
+    assert settings.safety_kernel_ca == inputs["kernel_ca"].read_text().strip()
+
+
+def test_api_keys_context_is_for_local_stacks_only(inputs: dict[str, Path]) -> None:
+    with pytest.raises(ContextError, match="apiKeys writes the keys into the template"):
+        _settings(inputs, natsUrl=AWS_NATS, apiKeys="k1")
+    local = _settings(inputs, natsUrl=synth.NATS, redisUrl=synth.LOCAL_REDIS, apiKeys="k1")
+    assert local.api_keys == "k1"
+
+
 # --- cdk-nag -----------------------------------------------------------------------------
 
 
@@ -646,6 +797,7 @@ def test_cdk_nag_passes_with_the_services(
         else {
             "natsUrl": AWS_NATS,
             "safetyKernelAddr": OUTSIDE_KERNEL,
+            "safetyKernelCa": str(inputs["kernel_ca"]),
             "natsCredentialsSecretArn": CREDS_ARN,
         }
     )

@@ -39,6 +39,8 @@ from cordum_infra.queues import BATCH_SIZE, MAX_RECEIVE_COUNT  # noqa: E402
 from cordum_infra.settings import ContextError, StackSettings  # noqa: E402
 from cordum_infra.stack import STACK_NAME, CordumServerlessStack  # noqa: E402
 
+from cordum.safety.kernel_pki import issue  # noqa: E402
+
 LOCAL_REDIS = "redis://127.0.0.1:6379"
 NATS = "nats://127.0.0.1:4222"
 HANDLERS = {spec.module for spec in ALL_FUNCTIONS}
@@ -46,7 +48,8 @@ HANDLERS = {spec.module for spec in ALL_FUNCTIONS}
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A stand-in layer (a `python/` folder), handler modules and config files."""
+    """A stand-in layer (a `python/` folder), handler modules, config files and the CA
+    of an outside safety kernel (`kernel_ca`, for stacks given safetyKernelAddr)."""
     root = tmp_path_factory.mktemp("inputs")
     (root / "layer" / "python").mkdir(parents=True)
     (root / "layer" / "python" / "placeholder.py").write_text("")
@@ -60,7 +63,10 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     config.mkdir()
     for name in ("pools.yaml", "timeouts.yaml", "safety.yaml"):
         (config / name).write_text("{}\n")
-    return {"layer": root / "layer", "functions": functions, "config": config, "root": root}
+    kernel_ca = root / "kernel-ca.pem"
+    kernel_ca.write_text(issue("kernel.example.internal").ca_pem)
+    return {"layer": root / "layer", "functions": functions, "config": config, "root": root,
+            "kernel_ca": kernel_ca}
 
 
 def _context(inputs: dict[str, Path], **extra: str) -> dict[str, str]:
@@ -94,7 +100,8 @@ def local(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
 def aws(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Given an AWS deployment: no redisUrl, a reachable safety kernel, no API keys."""
     tmp = tmp_path_factory.mktemp("aws")
-    context = _context(inputs, natsUrl="nats://10.0.0.10:4222", safetyKernelAddr="10.0.0.11:50051")
+    context = _context(inputs, natsUrl="nats://10.0.0.10:4222", safetyKernelAddr="10.0.0.11:50051",
+                       safetyKernelCa=str(inputs["kernel_ca"]))
     _, stack = _stack(inputs, tmp, context)
     template = Template.from_stack(stack)
     return {"template": template, "json": template.to_json(), "stack": stack}
@@ -105,10 +112,12 @@ def _resources(tpl: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
 
 
 def _functions(tpl: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Handler module -> function properties."""
+    """Handler module -> function properties (of the six zip functions: the AWS stack's
+    deploy-time certificate issuer is a container image, without a handler)."""
     found = {}
     for props in (r["Properties"] for r in _resources(tpl, "AWS::Lambda::Function").values()):
-        found[props["Handler"].removesuffix(".handler")] = props
+        if "Handler" in props:
+            found[props["Handler"].removesuffix(".handler")] = props
     return found
 
 
@@ -516,7 +525,8 @@ def test_cdk_nag_aws_solutions_passes(inputs: dict[str, Path], tmp_path: Path, s
     extra = (
         {"redisUrl": LOCAL_REDIS, "natsUrl": NATS}
         if shape == "local"
-        else {"natsUrl": NATS, "safetyKernelAddr": "10.0.0.11:50051"}
+        else {"natsUrl": NATS, "safetyKernelAddr": "10.0.0.11:50051",
+              "safetyKernelCa": str(inputs["kernel_ca"])}
     )
     app, stack = _stack(inputs, tmp_path, _context(inputs, **extra))
     add_checks(app, stack)

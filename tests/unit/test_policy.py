@@ -228,14 +228,16 @@ def test_velocity_counts_a_job_once_and_dry_run_does_not_count():
     assert counter.peek("r1", "a:job.x", 10) == 1
 
 
-def test_velocity_rule_is_skipped_without_key_value_or_counter():
+def test_velocity_rule_without_key_value_shares_a_window_and_is_skipped_without_counter():
     p = policy(one_rule("{topics: [job.x]}", "throttle",
                         "    velocity: {max_requests: 1, window_seconds: 10, "
                         "key: labels.session}\n"))
     counter = VelocityCounter(Clock())
+    seen = [p.evaluate(PolicyInput(topic="job.x", job_id=f"j{i}"), velocity=counter).decision
+            for i in range(2)]
+    assert seen == [DecisionKind.ALLOW, DecisionKind.THROTTLE]
+    assert counter.peek("r1", "_missing", 10) == 2
     for i in range(3):
-        assert p.evaluate(PolicyInput(topic="job.x", job_id=f"j{i}"),
-                          velocity=counter).decision is DecisionKind.ALLOW
         assert p.evaluate(PolicyInput(topic="job.x", job_id=f"k{i}", labels={"session": "s"})
                           ).decision is DecisionKind.ALLOW
 

@@ -44,18 +44,21 @@ class Polled:
 
 
 class FakeRuntime:
-    """The runtime's side: one keep-alive connection, like the C runtime client."""
+    """The runtime's side: one keep-alive connection, like the C runtime client, to the
+    AWS_LAMBDA_RUNTIME_API the executor gives it (``host:port/<token>``)."""
 
-    def __init__(self, server: RuntimeApiServer) -> None:
-        self.conn = http.client.HTTPConnection(server.address, timeout=10)
+    def __init__(self, server: RuntimeApiServer, api: str | None = None) -> None:
+        hostport, _, token = (api or server.runtime_api).partition("/")
+        self.prefix = f"/{token}" if token else ""
+        self.conn = http.client.HTTPConnection(hostport, timeout=10)
 
     def next(self) -> Polled:
-        self.conn.request("GET", NEXT)
+        self.conn.request("GET", self.prefix + NEXT)
         response = self.conn.getresponse()
         return Polled(response.status, response.read(), response)
 
     def post(self, path: str, body: bytes, headers: dict[str, str] | None = None) -> int:
-        self.conn.request("POST", path, body=body, headers=headers or {})
+        self.conn.request("POST", self.prefix + path, body=body, headers=headers or {})
         response = self.conn.getresponse()
         response.read()
         return response.status
@@ -224,7 +227,7 @@ def test_answering_twice_is_rejected(server: RuntimeApiServer) -> None:
 
 def test_unknown_path_is_404(server: RuntimeApiServer) -> None:
     runtime = FakeRuntime(server)
-    runtime.conn.request("GET", "/2018-06-01/runtime/invocation/whatever")
+    runtime.conn.request("GET", runtime.prefix + "/2018-06-01/runtime/invocation/whatever")
     response = runtime.conn.getresponse()
     response.read()
 
@@ -346,12 +349,17 @@ def test_reset_keeps_a_dead_runtimes_poll_from_taking_the_next_event(
     assert outcomes.empty()
 
 
+def executor(server: RuntimeApiServer) -> FakeRuntime:
+    """The executor's side: posts to the server's invoke URL."""
+    return FakeRuntime(server, server.invoke_url.removeprefix("http://").removesuffix("/invoke"))
+
+
 def test_invoke_hook_receives_the_posted_invocation() -> None:
     received: list[bytes] = []
     srv = RuntimeApiServer(invoke_handler=received.append)
     srv.start()
     try:
-        status = FakeRuntime(srv).post("/invoke", b'{"invoke-id": "r1"}')
+        status = executor(srv).post("/invoke", b'{"invoke-id": "r1"}')
     finally:
         srv.stop()
 
@@ -366,7 +374,7 @@ def test_invoke_hook_failure_is_reported_as_500() -> None:
     srv = RuntimeApiServer(invoke_handler=refuse)
     srv.start()
     try:
-        status = FakeRuntime(srv).post("/invoke", b"{}")
+        status = executor(srv).post("/invoke", b"{}")
     finally:
         srv.stop()
 
@@ -378,7 +386,9 @@ def test_chunked_request_body_is_read(server: RuntimeApiServer) -> None:
     runtime = FakeRuntime(server)
     runtime.next()
 
-    runtime.conn.putrequest("POST", "/2018-06-01/runtime/invocation/req-c/response")
+    runtime.conn.putrequest(
+        "POST", runtime.prefix + "/2018-06-01/runtime/invocation/req-c/response"
+    )
     runtime.conn.putheader("Transfer-Encoding", "chunked")
     runtime.conn.endheaders()
     runtime.conn.send(b'5\r\n{"a":\r\n3\r\n 1}\r\n0\r\n\r\n')
@@ -394,3 +404,77 @@ def test_server_listens_on_loopback_with_an_ephemeral_port(server: RuntimeApiSer
 
     assert host == "127.0.0.1"
     assert int(port) == server.port > 0
+
+
+# --- the token -------------------------------------------------------------------------
+
+
+def test_runtime_api_is_the_address_with_a_token_path(server: RuntimeApiServer) -> None:
+    hostport, _, token = server.runtime_api.partition("/")
+
+    assert hostport == server.address
+    assert len(token) >= 43 and "/" not in token
+
+
+def test_next_without_or_with_a_wrong_token_is_403(server: RuntimeApiServer) -> None:
+    dispatch(server, invocation("req-1"))
+    token = server.runtime_api.partition("/")[2]
+
+    for api in (server.address, f"{server.address}/{token[:-1]}x", f"{server.address}/x{token}"):
+        assert FakeRuntime(server, api).next().status == 403, api
+    # The event is still there for the runtime
+    assert FakeRuntime(server).next().header("Lambda-Runtime-Aws-Request-Id") == "req-1"
+
+
+def test_every_runtime_call_needs_the_token(server: RuntimeApiServer) -> None:
+    outcomes = dispatch(server, invocation("req-1"))
+    runtime = FakeRuntime(server)
+    runtime.next()
+    stranger = FakeRuntime(server, server.address)
+
+    assert stranger.post("/2018-06-01/runtime/invocation/req-1/response", b"{}") == 403
+    stranger = FakeRuntime(server, server.address)
+    assert stranger.post("/2018-06-01/runtime/invocation/req-1/error", b"{}") == 403
+    stranger = FakeRuntime(server, server.address)
+    assert stranger.post("/2018-06-01/runtime/init/error", b"{}") == 403
+    assert outcomes.empty()
+    assert runtime.respond("req-1", b"1") == 202
+    assert outcomes.get(timeout=5).payload == b"1"
+
+
+def test_reset_gives_the_next_runtime_a_new_token(server: RuntimeApiServer) -> None:
+    before = server.runtime_api
+
+    server.reset()
+
+    assert server.runtime_api != before
+    assert FakeRuntime(server, before).post("/2018-06-01/runtime/init/error", b"{}") == 403
+    with pytest.raises(TimeoutError):
+        server.wait_until_ready(timeout=0.1)
+
+
+def test_the_runtime_token_does_not_open_invoke() -> None:
+    received: list[bytes] = []
+    srv = RuntimeApiServer(invoke_handler=received.append)
+    srv.start()
+    try:
+        assert FakeRuntime(srv).post("/invoke", b"{}") == 404
+        assert FakeRuntime(srv, srv.address).post("/invoke", b"{}") == 403
+    finally:
+        srv.stop()
+
+    assert received == []
+
+
+def test_without_an_invoke_handler_the_invoke_token_opens_nothing(
+    server: RuntimeApiServer,
+) -> None:
+    assert executor(server).post("/invoke", b"{}") == 403
+
+
+def test_bootstrap_splits_the_runtime_api_into_address_and_path_prefix() -> None:
+    from cordum_local_executor.bootstrap import split_runtime_api
+
+    assert split_runtime_api("127.0.0.1:9001/tok_en-1") == ("127.0.0.1:9001", "/tok_en-1")
+    assert split_runtime_api("127.0.0.1:9001") == ("127.0.0.1:9001", "")
+    assert split_runtime_api("127.0.0.1:9001/t/") == ("127.0.0.1:9001", "/t")

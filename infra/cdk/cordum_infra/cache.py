@@ -27,6 +27,15 @@ ENGINE = "redis"
 ENGINE_VERSION = "7.1"
 """Redis OSS 7.x (functions, ``SET ... PXAT``, Lua scripts as Cordum uses them)."""
 
+PARAMETER_GROUP_FAMILY = "redis7"
+"""The family of ENGINE_VERSION; its defaults keep cluster mode disabled."""
+
+MAXMEMORY_POLICY = "noeviction"
+"""A full cache refuses writes instead of evicting keys: the default policy
+(volatile-lru) evicts keys with a TTL, which is every job meta, job lock and
+idempotency claim; losing one silently would unlock a job or forget its state.
+The RedisMemory alarm (observability) warns well before writes are refused."""
+
 NODE_TYPE = "cache.t4g.small"
 """Smallest Graviton node that keeps a replica affordable; resize per load."""
 
@@ -58,7 +67,7 @@ AUTH_SECRET_ROTATION_REASON = (
 
 
 class RedisCache(Construct):
-    """Replication group, its subnet group and its AUTH token secret.
+    """Replication group, its subnet and parameter groups and its AUTH token secret.
 
     The security group is the network's ``cache_security_group``, which
     decides who may connect; this construct only attaches it.
@@ -96,6 +105,13 @@ class RedisCache(Construct):
             description="Cordum Redis private subnets",
             subnet_ids=vpc.select_subnets(subnet_type=subnets.subnet_type).subnet_ids,
         )
+        self.parameter_group = elasticache.CfnParameterGroup(
+            self,
+            "ParameterGroup",
+            cache_parameter_group_family=PARAMETER_GROUP_FAMILY,
+            description="Cordum job store: never evict a key",
+            properties={"maxmemory-policy": MAXMEMORY_POLICY},
+        )
         self.replication_group = elasticache.CfnReplicationGroup(
             self,
             "ReplicationGroup",
@@ -114,6 +130,7 @@ class RedisCache(Construct):
             auth_token=self.auth_secret.secret_value.unsafe_unwrap(),
             port=REDIS_PORT,
             cache_subnet_group_name=subnet_group.ref,
+            cache_parameter_group_name=self.parameter_group.ref,
             security_group_ids=[security_group.security_group_id],
             snapshot_retention_limit=SNAPSHOT_RETENTION_DAYS,
             auto_minor_version_upgrade=True,

@@ -15,6 +15,11 @@ the files, it never calls Docker.
   DNS name is stable, so the functions get ``<nlb dns>:<port>`` as
   SAFETY_KERNEL_ADDR; its security group (the network's kernel group) admits
   the functions and the bridge, and the tasks admit only the load balancer.
+  The kernel serves TLS itself (the load balancer passes TCP through) with a
+  certificate for that name issued at deploy time (cordum_infra.kernel_tls);
+  every client requires TLS and trusts only that certificate's CA. Velocity
+  windows are counted in the stack's Redis (TLS, AUTH token), shared by all
+  tasks.
 """
 
 from __future__ import annotations
@@ -26,18 +31,23 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from cordum_infra.cache import REDIS_PORT
 from cordum_infra.functions import LOG_RETENTION
+from cordum_infra.kernel_tls import CERT_FIELD, KEY_FIELD, KernelTls
 from cordum_infra.network import HTTPS_PORT, KERNEL_PORT
-from cordum_infra.settings import REPO_ROOT
+from cordum_infra.settings import REPO_ROOT, ContextError
 
 BRIDGE_DOCKERFILE = "docker/bridge.Dockerfile"
 KERNEL_DOCKERFILE = "docker/safety-kernel.Dockerfile"
-"""Paths relative to the repo root, the build context of both images."""
+KERNEL_PKI_DOCKERFILE = "docker/kernel-pki.Dockerfile"
+"""Paths relative to the repo root, the build context of the images (the last one
+is the Lambda image that issues the kernel's certificate at deploy time)."""
 
 ASSET_EXCLUDE = (
     ".git",
@@ -53,7 +63,18 @@ lists what the images copy; these are the folders that would make a synth copy
 hundreds of megabytes)."""
 
 REDIS_AUTH_TOKEN_ENV = "REDIS_AUTH_TOKEN"
-"""The bridge's Redis AUTH token, injected by ECS from the cache's secret (cordum.config)."""
+"""The Redis AUTH token of the bridge and the kernel, injected by ECS from the cache's
+secret (cordum.config, cordum.safety.velocity)."""
+
+TLS_CERT_ENV = "SAFETY_KERNEL_TLS_CERT"
+TLS_KEY_ENV = "SAFETY_KERNEL_TLS_KEY"
+TLS_CA_ENV = "SAFETY_KERNEL_TLS_CA"
+TLS_REQUIRED_ENV = "SAFETY_KERNEL_TLS_REQUIRED"
+"""cordum.safety.tls: the kernel's PEM certificate and key, the clients' CA (PEM text
+or a file) and their refusal of plaintext."""
+TLS_SERIAL_ENV = "SAFETY_KERNEL_TLS_SERIAL"
+"""Read by nothing: a new certificate changes it, so ECS starts tasks that read the
+new secret value (a task reads its secrets once, at start)."""
 
 BRIDGE_CONTAINER = "bridge"
 KERNEL_CONTAINER = "safety-kernel"
@@ -98,9 +119,10 @@ PLATFORMS = {
 
 _ENV_REASON = (
     "The container environment holds endpoints and settings only (queue URLs, the "
-    "Redis and NATS URLs, the log level). Credentials are never in it: the Redis AUTH "
-    "token is an ECS secret read from Secrets Manager at task start, NATS credentials "
-    "are named by their secret's ARN and read with the task role."
+    "Redis and NATS URLs, the log level, the safety kernel's public CA certificate). "
+    "Credentials are never in it: the Redis AUTH token and the kernel's TLS key are "
+    "ECS secrets read from Secrets Manager at task start, NATS credentials are named "
+    "by their secret's ARN and read with the task role."
 )
 EXECUTION_ROLE_REASON = (
     "Task execution role: ecr:GetAuthorizationToken has no resource-level "
@@ -117,6 +139,21 @@ def _image(dockerfile: str, platform: ecr_assets.Platform) -> ecs.ContainerImage
         ignore_mode=IgnoreMode.DOCKER,
         exclude=list(ASSET_EXCLUDE),
     )
+
+
+def _lambda_image(dockerfile: str, platform: ecr_assets.Platform) -> lambda_.DockerImageCode:
+    return lambda_.DockerImageCode.from_image_asset(
+        str(REPO_ROOT),
+        file=dockerfile,
+        platform=platform,
+        ignore_mode=IgnoreMode.DOCKER,
+        exclude=list(ASSET_EXCLUDE),
+    )
+
+
+def _tls_client_env(ca_pem: str) -> dict[str, str]:
+    """What a client of the kernel needs to refuse anything but the stack's kernel."""
+    return {TLS_REQUIRED_ENV: "true", TLS_CA_ENV: ca_pem}
 
 
 def _task_definition(
@@ -189,6 +226,7 @@ class BridgeService(Construct):
         result_queue: sqs.IQueue,
         architecture: str,
         log_level: str,
+        safety_kernel_ca: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.task_definition = _task_definition(
@@ -213,6 +251,8 @@ class BridgeService(Construct):
                 # would fall back to its local default.
                 "AWS_REGION": Stack.of(self).region,
                 "LOG_LEVEL": log_level,
+                # Like every process of the stack that could call the kernel.
+                **_tls_client_env(safety_kernel_ca),
             },
             logging=ecs.LogDrivers.aws_logs(stream_prefix="bridge", log_group=self.log_group),
             # ECS reads the token at task start with the execution role and hands it
@@ -244,6 +284,9 @@ class SafetyKernelService(Construct):
         security_group: ec2.ISecurityGroup,
         architecture: str,
         log_level: str,
+        redis_url: str,
+        redis_auth_secret: secretsmanager.ISecret | None,
+        cache_security_group: ec2.ISecurityGroup,
     ) -> None:
         super().__init__(scope, construct_id)
         self.task_definition = _task_definition(
@@ -260,7 +303,14 @@ class SafetyKernelService(Construct):
             essential=True,
             stop_timeout=STOP_TIMEOUT,
             port_mappings=[ecs.PortMapping(container_port=KERNEL_PORT)],
-            environment={"LOG_LEVEL": log_level},
+            # Velocity windows in the stack's Redis: one window per rule and key for
+            # all tasks, not one per task.
+            environment={"LOG_LEVEL": log_level, "REDIS_URL": redis_url},
+            secrets=(
+                {REDIS_AUTH_TOKEN_ENV: ecs.Secret.from_secrets_manager(redis_auth_secret)}
+                if redis_auth_secret is not None
+                else None
+            ),
             logging=ecs.LogDrivers.aws_logs(
                 stream_prefix="safety-kernel", log_group=self.log_group
             ),
@@ -295,6 +345,9 @@ class SafetyKernelService(Construct):
         self.task_security_group.connections.allow_from(
             security_group, ec2.Port.tcp(KERNEL_PORT), "gRPC from the kernel load balancer"
         )
+        self.task_security_group.connections.allow_to(
+            cache_security_group, ec2.Port.tcp(REDIS_PORT), "Velocity windows in Redis"
+        )
         self.load_balancer = elbv2.NetworkLoadBalancer(
             self,
             "LoadBalancer",
@@ -311,7 +364,8 @@ class SafetyKernelService(Construct):
                 id="AwsSolutions-ELB2",
                 reason=(
                     "Network Load Balancer access logs cover TLS listeners only; this "
-                    "TCP listener would log nothing. The kernel logs every decision."
+                    "TCP listener passes the kernel's own TLS through and would log "
+                    "nothing. The kernel logs every decision."
                 ),
             )
         )
@@ -349,6 +403,27 @@ class SafetyKernelService(Construct):
         self.address = f"{self.load_balancer.load_balancer_dns_name}:{KERNEL_PORT}"
         """``<nlb dns>:<port>``: the functions' SAFETY_KERNEL_ADDR."""
 
+        # The certificate is for the name clients dial; the load balancer only passes
+        # TCP through, so a client verifies the kernel task itself.
+        self.tls = KernelTls(
+            self,
+            "Tls",
+            host=self.load_balancer.load_balancer_dns_name,
+            issuer_code=_lambda_image(KERNEL_PKI_DOCKERFILE, PLATFORMS[architecture][0]),
+            architecture=architecture,
+        )
+        self.container.add_secret(
+            TLS_CERT_ENV, ecs.Secret.from_secrets_manager(self.tls.secret, CERT_FIELD)
+        )
+        self.container.add_secret(
+            TLS_KEY_ENV, ecs.Secret.from_secrets_manager(self.tls.secret, KEY_FIELD)
+        )
+        self.container.add_environment(TLS_SERIAL_ENV, self.tls.serial)
+        # No task starts before the secret holds the certificate.
+        self.service.node.add_dependency(self.tls.resource)
+        self.ca_pem = self.tls.ca_pem
+        """PEM of the CA clients trust (SAFETY_KERNEL_TLS_CA)."""
+
 
 class CordumServices(Construct):
     """The ECS cluster, the bridge and, unless the stack is given one, the safety kernel."""
@@ -370,7 +445,10 @@ class CordumServices(Construct):
         architecture: str,
         log_level: str,
         run_kernel: bool,
+        cache_security_group: ec2.ISecurityGroup,
+        safety_kernel_ca: str | None = None,
     ) -> None:
+        """`safety_kernel_ca`: PEM of an outside kernel's CA (required without `run_kernel`)."""
         super().__init__(scope, construct_id)
         self.cluster = ecs.Cluster(
             self,
@@ -389,7 +467,15 @@ class CordumServices(Construct):
                 security_group=kernel_security_group,
                 architecture=architecture,
                 log_level=log_level,
+                redis_url=redis_url,
+                redis_auth_secret=redis_auth_secret,
+                cache_security_group=cache_security_group,
             )
+            safety_kernel_ca = self.kernel.ca_pem
+        if safety_kernel_ca is None:
+            raise ContextError("an outside safety kernel needs its CA (context safetyKernelCa)")
+        self.safety_kernel_ca: str = safety_kernel_ca
+        """PEM of the CA every client of the kernel trusts."""
         self.bridge = BridgeService(
             self,
             "Bridge",
@@ -403,4 +489,5 @@ class CordumServices(Construct):
             result_queue=result_queue,
             architecture=architecture,
             log_level=log_level,
+            safety_kernel_ca=safety_kernel_ca,
         )

@@ -19,15 +19,23 @@ redisUrl            given: use that Redis, create no cache and no VPC (local
 safetyKernelAddr    host:port of the safety kernel. Absent: 127.0.0.1:50051
                     with redisUrl (a local stack); without redisUrl the stack
                     runs the kernel on Fargate behind an internal load
-                    balancer. Given without redisUrl: that kernel, none is run
+                    balancer, serving TLS with a certificate the stack issues
+                    at deploy time. Given without redisUrl: that kernel, none
+                    is run
+safetyKernelCa      PEM file of the CA that signed the kernel's certificate
+                    (read at synth; a CA certificate is no secret). Required
+                    with safetyKernelAddr on AWS, where every client refuses
+                    plaintext; optional on a local stack (its clients then
+                    speak TLS to the kernel)
 layerPath           built layer folder (holding ``python/``); default
                     ``<repo>/layers/build/cordum-layer``
 configDir           folder shipped as ``config/`` with the function code;
                     default ``<repo>/config``
 functionsDir        handler modules; default ``<repo>/functions``
 logLevel            POWERTOOLS_LOG_LEVEL; default INFO
-apiKeys             CORDUM_API_KEYS for the gateway (local dev only). Absent:
-                    the gateway reads SSM parameter /cordum/api-keys
+apiKeys             CORDUM_API_KEYS for the gateway, written into the template:
+                    local stacks (redisUrl) only, refused on AWS, where the
+                    gateway reads SSM parameter /cordum/api-keys
 architecture        x86_64 (default) or arm64; must match the layer build
 egress              how the VPC's private subnets reach AWS APIs (no redisUrl
                     only): ``endpoints`` (default; isolated subnets and VPC
@@ -55,6 +63,10 @@ DEFAULT_CODE_STAGING_DIR = REPO_ROOT / "infra" / "cdk" / "build" / "function-cod
 
 LOCAL_SAFETY_KERNEL_ADDR = "127.0.0.1:50051"
 """Safety kernel address assumed for a local stack (one given a redisUrl)."""
+
+API_KEYS_PARAMETER = "/cordum/api-keys"
+"""SSM parameter (SecureString) holding CORDUM_API_KEYS on AWS. Created by the
+operator, not by the stack, so the keys never pass through a template."""
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 ARCHITECTURES = ("x86_64", "arm64")
@@ -98,6 +110,9 @@ class StackSettings:
     """POWERTOOLS_LOG_LEVEL of every function."""
     api_keys: str | None = None
     """Literal CORDUM_API_KEYS for the gateway (local stacks only)."""
+    safety_kernel_ca: str | None = None
+    """PEM of the CA of an outside kernel (``safety_kernel_addr``); the stack's own
+    kernel gets its CA from the certificate the stack issues."""
     architecture: str = "x86_64"
     """Lambda architecture of the functions and the layer."""
     egress: str = EGRESS_ENDPOINTS
@@ -110,6 +125,30 @@ class StackSettings:
     """OUTPUT_POLICY_ENABLED of the functions: SUCCEEDED results are checked against
     the safety kernel's output_rules (Cordum's default is off; governed output is
     what this stack is for, so it is on unless the context says ``false``)."""
+
+    def __post_init__(self) -> None:
+        # Checked here, not only in from_context, so that no override or direct
+        # construction can put keys into an AWS template or leave its clients in
+        # plaintext.
+        aws = self.redis_url is None
+        if aws and self.api_keys is not None:
+            raise ContextError(
+                "context apiKeys writes the keys into the template: it is for local "
+                "stacks (redisUrl) only. On AWS put CORDUM_API_KEYS in the SSM "
+                f"SecureString parameter {API_KEYS_PARAMETER} (the gateway reads it "
+                "there) and deploy without apiKeys"
+            )
+        if aws and self.safety_kernel_addr is not None and self.safety_kernel_ca is None:
+            raise ContextError(
+                "context safetyKernelCa is required with safetyKernelAddr on AWS (no "
+                "redisUrl): the PEM file of the CA that signed the kernel's certificate. "
+                "The functions and the bridge reach the kernel over TLS only"
+            )
+        if aws and self.safety_kernel_addr is None and self.safety_kernel_ca is not None:
+            raise ContextError(
+                "context safetyKernelCa names the CA of a kernel given by safetyKernelAddr; "
+                "the stack's own kernel uses the certificate the stack issues"
+            )
 
     @property
     def creates_cache(self) -> bool:
@@ -178,6 +217,7 @@ class StackSettings:
         safety = get("safetyKernelAddr")
         if safety is None and redis_url is not None:
             safety = LOCAL_SAFETY_KERNEL_ADDR
+        safety_ca = _safety_kernel_ca(get("safetyKernelCa"))
 
         log_level = (get("logLevel") or "INFO").upper()
         if log_level not in LOG_LEVELS:
@@ -219,6 +259,7 @@ class StackSettings:
             "code_staging_dir": DEFAULT_CODE_STAGING_DIR,
             "log_level": log_level,
             "api_keys": get("apiKeys"),
+            "safety_kernel_ca": safety_ca,
             "architecture": architecture,
             "egress": egress,
             "nats_credentials_secret_arn": nats_creds,
@@ -227,3 +268,19 @@ class StackSettings:
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _safety_kernel_ca(value: str | None) -> str | None:
+    """The PEM text of the ``safetyKernelCa`` file, checked to hold a certificate."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    try:
+        text = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ContextError(f"context safetyKernelCa: cannot read {path}: {exc}") from exc
+    if not text.startswith("-----BEGIN CERTIFICATE-----") or "PRIVATE KEY" in text:
+        raise ContextError(
+            f"context safetyKernelCa: {path} must hold the CA certificate (PEM) and nothing else"
+        )
+    return text

@@ -32,16 +32,13 @@ from cordum_infra.network import Network
 from cordum_infra.observability import Observability
 from cordum_infra.queues import JobQueue
 from cordum_infra.schedules import TickSchedules
-from cordum_infra.services import CordumServices
+from cordum_infra.services import TLS_CA_ENV, TLS_REQUIRED_ENV, CordumServices
+from cordum_infra.settings import API_KEYS_PARAMETER
 
 if TYPE_CHECKING:
     from cordum_infra.settings import StackSettings
 
 STACK_NAME = "CordumServerless"
-
-API_KEYS_PARAMETER = "/cordum/api-keys"
-"""SSM parameter (SecureString) holding CORDUM_API_KEYS on AWS. Created by the
-operator, not by the stack, so the keys never pass through a template."""
 
 METRICS_NAMESPACE = "Cordum"
 
@@ -103,6 +100,8 @@ class CordumServerlessStack(Stack):
                 architecture=settings.architecture,
                 log_level=settings.log_level,
                 run_kernel=settings.runs_safety_kernel,
+                cache_security_group=self.network.cache_security_group,
+                safety_kernel_ca=settings.safety_kernel_ca,
             )
             if self.services.kernel is not None:
                 safety_kernel_addr = self.services.kernel.address
@@ -122,6 +121,13 @@ class CordumServerlessStack(Stack):
                 # CloudFormation waits for NATS to be up before it starts the bridge.
                 self.services.bridge.service.node.add_dependency(self.dev_nats.service)
         assert safety_kernel_addr is not None
+        # AWS: the kernel is reached over TLS only, verified against its CA. A local
+        # stack speaks plaintext to its host kernel unless given a CA.
+        kernel_tls: dict[str, str] = {}
+        if self.services is not None:
+            kernel_tls = {TLS_REQUIRED_ENV: "true", TLS_CA_ENV: self.services.safety_kernel_ca}
+        elif settings.safety_kernel_ca is not None:
+            kernel_tls = {TLS_CA_ENV: settings.safety_kernel_ca}
 
         code_dir = stage_function_code(
             settings.functions_dir,
@@ -139,6 +145,7 @@ class CordumServerlessStack(Stack):
                 "REDIS_URL": redis_url,
                 "NATS_URL": settings.nats_url,
                 "SAFETY_KERNEL_ADDR": safety_kernel_addr,
+                **kernel_tls,
                 "OUTPUT_POLICY_ENABLED": "true" if settings.output_policy else "false",
                 # Relative: resolved against LAMBDA_TASK_ROOT, where the code asset lands.
                 "CORDUM_CONFIG_DIR": CONFIG_SUBDIR,

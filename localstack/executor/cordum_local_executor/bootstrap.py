@@ -18,6 +18,12 @@ win the same way.
 
 The environment (AWS_LAMBDA_RUNTIME_API, LAMBDA_TASK_ROOT, _HANDLER, ...) is
 set by the executor. Standard library only: nothing else is importable yet.
+
+AWS_LAMBDA_RUNTIME_API is ``127.0.0.1:<port>/<token>``: the Runtime API answers only
+requests under this process's token. awslambdaric's native client puts the value
+before each path as it is; its Python side (the init error report) opens an
+``http.client`` connection to it, which takes no path, so the runtime client is given
+the address and the path prefix apart (:func:`split_runtime_api`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,31 @@ def function_sys_path(task_root: str, layer_dirs: list[str], runtime_dir: str) -
     return paths
 
 
+def split_runtime_api(value: str) -> tuple[str, str]:
+    """``host:port/token`` -> (``host:port``, ``/token``); no path -> (value, "")."""
+    hostport, slash, path = value.partition("/")
+    return hostport, (slash + path).rstrip("/")
+
+
+def install_prefixed_client() -> None:
+    """Make awslambdaric's runtime client send its Python-side calls under the
+    AWS_LAMBDA_RUNTIME_API path prefix, as its native client does."""
+    import awslambdaric.__main__ as ric_main
+    from awslambdaric.lambda_runtime_client import LambdaRuntimeClient
+
+    class PrefixedRuntimeClient(LambdaRuntimeClient):
+        def __init__(self, lambda_runtime_address: str, *args: object, **kwargs: object) -> None:
+            hostport, self._path_prefix = split_runtime_api(lambda_runtime_address)
+            super().__init__(hostport, *args, **kwargs)
+
+        def call_rapid(self, http_method: str, endpoint: str, *args: object,
+                       **kwargs: object) -> object:
+            return super().call_rapid(http_method, self._path_prefix + endpoint, *args, **kwargs)
+
+    # __main__.main builds its client from this name.
+    ric_main.LambdaRuntimeClient = PrefixedRuntimeClient
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 2:
         raise SystemExit("usage: bootstrap.py HANDLER [LAYER_DIR ...]")
@@ -53,6 +84,7 @@ def main(argv: list[str]) -> None:
             site.addsitedir(path)
     os.chdir(task_root)
 
+    install_prefixed_client()
     from awslambdaric.__main__ import main as run_runtime
 
     run_runtime(["awslambdaric", handler])

@@ -11,6 +11,11 @@ LocalStack's init inside a Docker container, through an ``ExecutorEndpoint``:
     invoke --> POST /invoke -> dispatch ---------------------->  handler runs
         <-- endpoint.invocation_logs, invocation_response|error <- POST response|error
 
+Both sides of the server are private to this executor: the runtime process is given
+a Runtime API address with a token of its own (a new one per process), and LocalStack's
+endpoint posts ``/invoke`` under the executor's token (:class:`RuntimeApiEndpoint`);
+other local processes get 403 (see :mod:`cordum_local_executor.runtime_api`).
+
 A runtime that timed out or died is replaced on the next invoke, as AWS does.
 
 Function output (stdout and stderr, one pipe) becomes the invocation's logs,
@@ -37,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from localstack.aws.api.lambda_ import PackageType
 from localstack.services.lambda_.invocation.executor_endpoint import ExecutorEndpoint
@@ -184,15 +190,31 @@ class FunctionOutput:
             self._file.flush()
 
 
+class RuntimeApiEndpoint(ExecutorEndpoint):
+    """LocalStack's endpoint for one environment, posting invocations to the Runtime
+    API server's executor URL (which carries the server's invoke token) instead of
+    ``http://<address>:<port>/invoke``, which the server refuses."""
+
+    def __init__(self, executor_id: str, server: RuntimeApiServer, address: str) -> None:
+        super().__init__(executor_id, container_address=address, container_port=server.port)
+        self._invoke_url = server.invoke_url
+
+    def _perform_invoke(
+        self, invocation_url: str, proxies: dict[str, str], payload: dict[str, Any]
+    ) -> Any:
+        # LocalStack's own sender (retries on connection errors included), another URL.
+        return super()._perform_invoke(
+            invocation_url=self._invoke_url, proxies=proxies, payload=payload
+        )
+
+
 class LocalProcessRuntimeExecutor(RuntimeExecutor):
     """Runs a function's execution environment as a subprocess of LocalStack."""
 
     def __init__(self, id: str, function_version: FunctionVersion) -> None:  # noqa: A002
         super().__init__(id=id, function_version=function_version)
         self._server = RuntimeApiServer(invoke_handler=self._on_invoke)
-        self._endpoint = ExecutorEndpoint(
-            id, container_address=self.get_address(), container_port=self._server.port
-        )
+        self._endpoint = RuntimeApiEndpoint(id, self._server, self.get_address())
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._watcher: threading.Thread | None = None
@@ -300,7 +322,8 @@ class LocalProcessRuntimeExecutor(RuntimeExecutor):
         env.update({key: str(value) for key, value in env_vars.items()})
         env.update(
             {
-                "AWS_LAMBDA_RUNTIME_API": self._server.address,
+                # AWS_LAMBDA_RUNTIME_API is set per process (_start_runtime): its token
+                # changes with every runtime started.
                 "LAMBDA_TASK_ROOT": str(cfg.code.get_unzipped_code_location()),
                 "LAMBDA_RUNTIME_DIR": spec.path,
                 # awslambdaric polls on a thread for these, as on AWS.
@@ -330,10 +353,12 @@ class LocalProcessRuntimeExecutor(RuntimeExecutor):
         self._output = FunctionOutput(read_fd, _log_file(self.function_version.id.function_name))
         self._output.note(f"INIT_START Runtime Version: {cfg.runtime} ({spec.python})")
         started = time.monotonic()
+        # After reset(): the token of this process, refused to any earlier one.
+        env = dict(self._env, AWS_LAMBDA_RUNTIME_API=self._server.runtime_api)
         try:
             process = subprocess.Popen(
                 command,
-                env=self._env,
+                env=env,
                 cwd=self._env["LAMBDA_TASK_ROOT"],
                 stdin=subprocess.DEVNULL,
                 stdout=write_fd,

@@ -14,15 +14,28 @@ executor a small API on the other side:
 
 A Lambda environment runs one invocation at a time, and so does this server.
 
+Only the runtime process the executor started may use the Runtime API: the port is
+open to every process on the machine, and the events carry what callers sent (API
+keys in API Gateway headers). Each runtime process gets a random token of its own
+as the first path segment of its AWS_LAMBDA_RUNTIME_API (``127.0.0.1:<port>/<token>``,
+see :attr:`RuntimeApiServer.runtime_api`); awslambdaric puts that address before
+every Runtime API path, so every request carries the token. The token changes with
+each new runtime process (:meth:`RuntimeApiServer.reset`), so a replaced one is shut
+out too. The executor's ``POST /invoke`` has a token of its own
+(:attr:`RuntimeApiServer.invoke_url`). Any other request is answered 403 before its
+path is looked at.
+
 Standard library only: LocalStack's interpreter imports it in the executor,
 and the unit tests import it without LocalStack.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import queue
 import re
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +43,10 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 RUNTIME_PREFIX = "/2018-06-01/runtime"
+INVOKE_PATH = "/invoke"
+
+TOKEN_BYTES = 32
+"""Entropy of a token (256 bits), URL-safe base64 in the path."""
 
 HEADER_REQUEST_ID = "Lambda-Runtime-Aws-Request-Id"
 HEADER_DEADLINE_MS = "Lambda-Runtime-Deadline-Ms"
@@ -109,8 +126,9 @@ class RuntimeApiServer:
 
     The runtime process may be replaced (after a timeout or a crash): the
     executor calls :meth:`runtime_exited` when one dies and :meth:`reset`
-    before starting the next. Each reset starts a new generation, so a long
-    poll left over from the dead process can never take the next invocation.
+    before starting the next. Each reset starts a new generation with a new
+    token, so neither a long poll left over from the dead process nor a new
+    request of it can take the next invocation.
     """
 
     def __init__(
@@ -119,9 +137,9 @@ class RuntimeApiServer:
         port: int = 0,
         invoke_handler: Callable[[bytes], None] | None = None,
     ) -> None:
-        """``invoke_handler``, if given, serves ``POST /invoke`` on the same port:
-        LocalStack's ExecutorEndpoint posts each invocation there, as it would to
-        its init inside a container; the handler is expected to :meth:`dispatch` it.
+        """``invoke_handler``, if given, serves ``POST`` on :attr:`invoke_url` on the same
+        port: LocalStack's ExecutorEndpoint posts each invocation there, as it would
+        to its init inside a container; the handler is expected to :meth:`dispatch` it.
         """
         self._invoke_handler = invoke_handler
         self._cond = threading.Condition()
@@ -131,15 +149,29 @@ class RuntimeApiServer:
         self._init_error: RuntimeInitError | None = None
         self._exited: RuntimeExited | None = None
         self._pending: _Pending | None = None
+        self._runtime_token = secrets.token_urlsafe(TOKEN_BYTES)
+        self._invoke_token = secrets.token_urlsafe(TOKEN_BYTES)
         self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
     @property
     def address(self) -> str:
-        """``host:port``, the value of the runtime's AWS_LAMBDA_RUNTIME_API."""
+        """``host:port`` the server listens on."""
         host = self._httpd.server_address[0]
         return f"{host!s}:{self.port}"
+
+    @property
+    def runtime_api(self) -> str:
+        """``host:port/<token>``: the AWS_LAMBDA_RUNTIME_API of the runtime process
+        started after the last :meth:`reset`, and of no other."""
+        with self._cond:
+            return f"{self.address}/{self._runtime_token}"
+
+    @property
+    def invoke_url(self) -> str:
+        """Where the executor posts invocations for ``invoke_handler``."""
+        return f"http://{self.address}/{self._invoke_token}{INVOKE_PATH}"
 
     @property
     def port(self) -> int:
@@ -169,6 +201,7 @@ class RuntimeApiServer:
         """Forget the previous runtime process before a new one is started."""
         with self._cond:
             self._generation += 1
+            self._runtime_token = secrets.token_urlsafe(TOKEN_BYTES)
             self._ready = False
             self._init_error = None
             self._exited = None
@@ -232,9 +265,26 @@ class RuntimeApiServer:
 
     # -- runtime side (called by the HTTP handler) ---------------------------
 
-    def _generation_now(self) -> int:
+    def _authorize(self, path: str) -> tuple[str, int, str] | None:
+        """``(caller, generation, path)`` for a request under a token, None otherwise.
+
+        ``caller`` is ``"runtime"`` or ``"executor"``; ``path`` is what follows the
+        token; ``generation`` is the runtime generation the token belongs to.
+        """
+        _, _, rest = path.partition("/")
+        token, slash, tail = rest.partition("/")
+        if not slash:
+            return None
         with self._cond:
-            return self._generation
+            # Both compared, in constant time: how long a refusal takes says nothing.
+            runtime = hmac.compare_digest(token, self._runtime_token)
+            executor = hmac.compare_digest(token, self._invoke_token)
+            generation = self._generation
+        if runtime:
+            return "runtime", generation, f"/{tail}"
+        if executor and self._invoke_handler is not None:
+            return "executor", generation, f"/{tail}"
+        return None
 
     def _next_invocation(self, generation: int) -> _Pending | None:
         """The long poll: wait for an invocation not yet handed to the runtime."""
@@ -263,8 +313,12 @@ class RuntimeApiServer:
                 and self._pending.invocation.request_id == request_id
             )
 
-    def _record_init_error(self, payload: bytes, error_type: str | None) -> None:
+    def _record_init_error(
+        self, generation: int, payload: bytes, error_type: str | None
+    ) -> None:
         with self._cond:
+            if generation != self._generation:
+                return
             self._init_error = RuntimeInitError(payload, error_type)
             self._cond.notify_all()
 
@@ -315,10 +369,15 @@ def _make_handler(server: RuntimeApiServer) -> type[BaseHTTPRequestHandler]:
         disable_nagle_algorithm = True
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            if self.path != f"{RUNTIME_PREFIX}/invocation/next":
+            request = server._authorize(self.path)
+            if request is None or request[0] != "runtime":
+                self._refuse()
+                return
+            _, generation, path = request
+            if path != f"{RUNTIME_PREFIX}/invocation/next":
                 self._reply(HTTPStatus.NOT_FOUND, _message("unknown path"))
                 return
-            pending = server._next_invocation(server._generation_now())
+            pending = server._next_invocation(generation)
             if pending is None:
                 self._reply(HTTPStatus.GONE, _message("runtime API shutting down"))
                 return
@@ -337,8 +396,16 @@ def _make_handler(server: RuntimeApiServer) -> type[BaseHTTPRequestHandler]:
             self._reply(HTTPStatus.OK, inv.payload, headers)
 
         def do_POST(self) -> None:  # noqa: N802
+            request = server._authorize(self.path)
+            if request is None:
+                self._refuse()
+                return
             body = self._read_body()
-            if self.path == "/invoke" and server._invoke_handler is not None:
+            caller, generation, path = request
+            if caller == "executor":
+                if path != INVOKE_PATH or server._invoke_handler is None:
+                    self._reply(HTTPStatus.NOT_FOUND, _message("unknown path"))
+                    return
                 try:
                     server._invoke_handler(body)
                 except Exception as exc:  # the caller gets the reason, not a dropped connection
@@ -346,11 +413,11 @@ def _make_handler(server: RuntimeApiServer) -> type[BaseHTTPRequestHandler]:
                 else:
                     self._reply(HTTPStatus.OK, _message("queued"))
                 return
-            if self.path == f"{RUNTIME_PREFIX}/init/error":
-                server._record_init_error(body, self.headers.get(HEADER_ERROR_TYPE))
+            if path == f"{RUNTIME_PREFIX}/init/error":
+                server._record_init_error(generation, body, self.headers.get(HEADER_ERROR_TYPE))
                 self._reply(HTTPStatus.ACCEPTED, _message("accepted"))
                 return
-            match = _INVOCATION_PATH.match(self.path)
+            match = _INVOCATION_PATH.match(path)
             if match is None:
                 self._reply(HTTPStatus.NOT_FOUND, _message("unknown path"))
                 return
@@ -372,6 +439,13 @@ def _make_handler(server: RuntimeApiServer) -> type[BaseHTTPRequestHandler]:
             # outcome is dropped.
             self._reply(HTTPStatus.ACCEPTED, _message("accepted"))
             server._finish(request_id, lambda _: outcome)
+
+        def _refuse(self) -> None:
+            # Not the runtime this server was started for, nor the executor: nothing
+            # about the server's state or paths is answered, and the body is not read
+            # (so the connection cannot be reused).
+            self.close_connection = True
+            self._reply(HTTPStatus.FORBIDDEN, _message("forbidden"))
 
         def _read_body(self) -> bytes:
             if self.headers.get("Transfer-Encoding", "").lower() == "chunked":

@@ -54,8 +54,8 @@ from cordum.safety.fields import StrList
 # Re-exported: these lived here first and callers import them from this module.
 from cordum.safety.risk import AmountThreshold as AmountThreshold
 from cordum.safety.risk import RiskTagDeriver, derive_risk_tags
+from cordum.safety.velocity import MISSING_KEY_PART, VelocityWindows
 from cordum.safety.velocity import VelocityCounter as VelocityCounter
-from cordum.safety.velocity import VelocityWindows
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -200,7 +200,8 @@ class Velocity(_Strict):
     window_seconds: float = Field(gt=0)
     key: str
     """``tenant``, ``topic``, ``actor_id``, ``actor_type``, ``pack_id``, ``capability``,
-    ``labels.<name>``, or several of them joined by ``:`` (``tenant:topic``)."""
+    ``labels.<name>``, or several of them joined by ``:`` (``tenant:topic``). A part the
+    request lacks counts as ``_missing``: such requests share one window."""
 
     @field_validator("key")
     @classmethod
@@ -481,8 +482,6 @@ class SafetyPolicy:
         if velocity is None:
             return "velocity not counted here"
         key = _velocity_key(rule.velocity.key, req, topic, tenant)
-        if not key:
-            return f"velocity key {rule.velocity.key!r} is empty for this request"
         limit = rule.velocity
         if dry_run:
             count = velocity.peek(rule.id, key, limit.window_seconds)
@@ -640,7 +639,6 @@ def _velocity_key(expr: str, req: PolicyInput, topic: str, tenant: str) -> str:
         part = part.strip()
         value = (req.labels.get(part[len("labels."):], "") if part.startswith("labels.")
                  else values.get(part, ""))
-        if not value:
-            return ""
-        resolved.append(value)
+        # Skipping the rule here would let a caller dodge it by leaving the field out.
+        resolved.append(value or MISSING_KEY_PART)
     return ":".join(resolved)

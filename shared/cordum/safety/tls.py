@@ -8,17 +8,21 @@ Server (``cordum-safety-kernel``):
 
 Client (:class:`~cordum.safety.client.SafetyClient`):
 
-- ``SAFETY_KERNEL_TLS_CA``: PEM file of the CA to trust; the connection is TLS and
+- ``SAFETY_KERNEL_TLS_CA``: PEM of the CA to trust; the connection is TLS and
   the kernel's certificate must carry the host of ``SAFETY_KERNEL_ADDR``.
 - ``SAFETY_KERNEL_TLS_REQUIRED=true``: never connect in plaintext. Without a CA the
   client cannot be built (a ConfigError at construction, not a failing check later).
 - ``SAFETY_KERNEL_INSECURE=true``: plaintext is intended. It contradicts
   ``SAFETY_KERNEL_TLS_REQUIRED`` and is ignored when a CA is set.
 
+Each PEM setting is either a file path or the PEM text itself (a value starting with
+``-----BEGIN``): an ECS task gets the kernel's key from Secrets Manager as a variable,
+and a Lambda function gets the CA in its environment, with no file to point at.
+
 Without a CA and without ``SAFETY_KERNEL_TLS_REQUIRED`` the client speaks plaintext,
 as Cordum does outside production (the local stack). Flags accept true/false, 1/0,
 yes/no, on/off in any case; anything else is a ConfigError naming the variable, and
-so is a file that cannot be read or holds no PEM block.
+so is a file that cannot be read or a value that holds no PEM block.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ TLS_KEY_ENV = "SAFETY_KERNEL_TLS_KEY"
 TLS_CA_ENV = "SAFETY_KERNEL_TLS_CA"
 TLS_REQUIRED_ENV = "SAFETY_KERNEL_TLS_REQUIRED"
 INSECURE_ENV = "SAFETY_KERNEL_INSECURE"
+
+PEM_TEXT_PREFIX = "-----BEGIN "
+"""A setting starting with this is PEM text, anything else a file path."""
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -104,7 +111,8 @@ def server_tls_from_env(env: Mapping[str, str] | None = None) -> ServerTLS | Non
         missing = TLS_KEY_ENV if cert else TLS_CERT_ENV
         present = TLS_CERT_ENV if cert else TLS_KEY_ENV
         raise ConfigError(f"{missing}: must be set together with {present}")
-    return ServerTLS.from_files(Path(cert), Path(key))
+    return ServerTLS(_pem_setting(cert, TLS_CERT_ENV, b"CERTIFICATE"),
+                     _pem_setting(key, TLS_KEY_ENV, b"PRIVATE KEY"))
 
 
 def client_tls_from_env(env: Mapping[str, str] | None = None) -> ClientTLS:
@@ -117,7 +125,7 @@ def client_tls_from_env(env: Mapping[str, str] | None = None) -> ClientTLS:
         raise ConfigError(f"{INSECURE_ENV}: plaintext is not allowed while "
                           f"{TLS_REQUIRED_ENV} is true")
     if ca:
-        return ClientTLS.from_ca_file(Path(ca))
+        return ClientTLS(_pem_setting(ca, TLS_CA_ENV, b"CERTIFICATE"))
     if required:
         raise ConfigError(f"{TLS_CA_ENV}: required when {TLS_REQUIRED_ENV} is true "
                           "(refusing to reach the safety kernel in plaintext)")
@@ -131,6 +139,17 @@ def flag(env: Mapping[str, str], name: str) -> bool:
     if raw in _FALSE:
         return False
     raise ConfigError(f"{name}: not a boolean: {raw!r} (use true or false)")
+
+
+def _pem_setting(value: str, var: str, kind: bytes) -> bytes:
+    """The PEM a variable holds: the text itself, or the file it names."""
+    if not value.startswith(PEM_TEXT_PREFIX):
+        return _pem(Path(value), var, kind)
+    data = value.encode()
+    if kind not in data:
+        # Never echo the value: it may be a private key.
+        raise ConfigError(f"{var}: holds no PEM {kind.decode().lower()}")
+    return data
 
 
 def _pem(path: Path, var: str, kind: bytes) -> bytes:

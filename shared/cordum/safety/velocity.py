@@ -17,7 +17,10 @@ While it stands in, a limit is again per replica, and the requests it counted ar
 not in the shared window once Redis is back.
 
 A request is remembered by its job id, so a job checked twice (a redelivery, a
-retry) counts once; a request without a job id counts every time.
+retry) counts once; a request without a job id counts every time. A request that
+lacks a part of a rule's key (no ``actor_id``, no such label) is counted under
+:data:`MISSING_KEY_PART` for that part: leaving a field out shares one window with
+every other request that left it out, and never steps around the limit.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ REDIS_URL_ENV = "REDIS_URL"
 DEFAULT_OP_TIMEOUT_S = 0.5
 """Bound on one Redis round trip of a check; past it the in-process counter decides."""
 DEFAULT_RETRY_INTERVAL_S = 1.0
+MISSING_KEY_PART = "_missing"
+"""The value of a velocity key part the request does not carry."""
 _MAX_KEY_VALUE = 128
 """Longer key values (a label can be anything) are hashed to keep keys bounded."""
 
@@ -184,9 +189,12 @@ def velocity_from_env(env: Mapping[str, str], *,
 
     # No client-side retries: the fallback answers at once and Redis is tried again
     # after the retry interval, instead of every check waiting out a retry loop.
+    # ElastiCache's AUTH token comes apart from the URL (an ECS secret, never in a
+    # task definition); a token in the URL itself still wins.
     client = redis.Redis.from_url(url, socket_timeout=op_timeout_s,
                                   socket_connect_timeout=op_timeout_s,
-                                  retry=Retry(NoBackoff(), 0))
+                                  retry=Retry(NoBackoff(), 0),
+                                  password=env.get("REDIS_AUTH_TOKEN") or None)
     return RedisVelocityCounter(client)
 
 

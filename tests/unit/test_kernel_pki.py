@@ -1,0 +1,192 @@
+"""The deploy-time issuer of the safety kernel's TLS certificate (cordum.safety.kernel_pki)."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import urllib.request
+from typing import Any
+
+import boto3
+import pytest
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID
+from moto import mock_aws
+
+from cordum.safety import kernel_pki
+from cordum.safety.kernel_pki import KernelCertificate, handler, issue, secret_value
+
+NLB = "CordumS-Servi-ABCDEFGHIJKL-0123456789abcdef.elb.eu-central-1.amazonaws.com"
+
+
+def _load(issued: KernelCertificate) -> tuple[x509.Certificate, x509.Certificate]:
+    return (x509.load_pem_x509_certificate(issued.ca_pem.encode()),
+            x509.load_pem_x509_certificate(issued.cert_pem.encode()))
+
+
+def test_the_kernel_certificate_is_signed_by_the_ca_for_the_load_balancers_name() -> None:
+    issued = issue(NLB)
+    ca, cert = _load(issued)
+    # Then the certificate names the host (lower case) in its subjectAltName only
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == [NLB.lower()]
+    assert len(NLB) > 64  # longer than a common name may be
+    # And it is a server certificate signed by the CA
+    cert.verify_directly_issued_by(ca)
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
+    eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(eku) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    assert format(cert.serial_number, "x") == issued.serial
+    # And the CA signs that one certificate level and no other CA
+    constraints = ca.extensions.get_extension_for_class(x509.BasicConstraints).value
+    assert (constraints.ca, constraints.path_length) == (True, 0)
+    # And the key is the certificate's, P-256, unencrypted PKCS#8
+    assert issued.key_pem.startswith("-----BEGIN PRIVATE KEY-----")
+    key = serialization.load_pem_private_key(issued.key_pem.encode(), password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp256r1"
+    assert key.public_key() == cert.public_key()
+    # And the CA text holds no key
+    assert "PRIVATE KEY" not in issued.ca_pem
+
+
+def test_every_issue_makes_a_new_ca() -> None:
+    first, second = issue("kernel.internal"), issue("kernel.internal")
+
+    assert first.ca_pem != second.ca_pem and first.serial != second.serial
+    # (same subject names: only the signature tells them apart)
+    with pytest.raises(InvalidSignature):
+        _load(second)[1].verify_directly_issued_by(_load(first)[0])
+
+
+def test_an_ip_address_host_goes_in_as_an_ip_san() -> None:
+    _, cert = _load(issue("10.0.0.11"))
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.0.0.11")]
+
+
+def test_validity_starts_before_now_and_lasts_the_configured_days() -> None:
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    _, cert = _load(issue("kernel.internal", valid_days=30, now=now))
+    assert cert.not_valid_before_utc == now - kernel_pki.CLOCK_SKEW
+    assert cert.not_valid_after_utc - cert.not_valid_before_utc == datetime.timedelta(days=30)
+
+
+def test_an_empty_host_is_refused() -> None:
+    with pytest.raises(ValueError, match="Host"):
+        issue("  ")
+
+
+# --- the custom resource ----------------------------------------------------------------
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        yield boto3.client("secretsmanager")
+
+
+@pytest.fixture
+def responses(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """What the handler answers CloudFormation (the pre-signed URL cannot be reached here)."""
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(kernel_pki, "_respond", lambda event, body: sent.append(dict(body)))
+    return sent
+
+
+def _event(request_type: str, secret_arn: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "RequestType": request_type,
+        "ResponseURL": "https://cloudformation-custom-resource-response.example/x",
+        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/CordumServerless/1",
+        "RequestId": "req-1",
+        "LogicalResourceId": "KernelTlsCertificate",
+        "ResourceProperties": {"ServiceToken": "arn", "Host": NLB, "SecretArn": secret_arn,
+                               "Generation": "1"},
+        **extra,
+    }
+
+
+def test_create_puts_cert_and_key_in_the_secret_and_returns_the_ca(aws, responses) -> None:
+    arn = aws.create_secret(Name="kernel-tls", SecretString="placeholder")["ARN"]
+
+    handler(_event("Create", arn), None)
+
+    (answer,) = responses
+    assert answer["Status"] == "SUCCESS"
+    assert (answer["StackId"], answer["RequestId"]) == (_event("Create", arn)["StackId"], "req-1")
+    stored = json.loads(aws.get_secret_value(SecretId=arn)["SecretString"])
+    assert set(stored) == {"cert", "key"}
+    ca = x509.load_pem_x509_certificate(answer["Data"]["CaPem"].encode())
+    cert = x509.load_pem_x509_certificate(stored["cert"].encode())
+    cert.verify_directly_issued_by(ca)
+    assert answer["Data"]["Serial"] == format(cert.serial_number, "x")
+    assert answer["PhysicalResourceId"] == f"kernel-tls-{answer['Data']['Serial']}"
+    # And the key goes to the secret only, never into the answer CloudFormation keeps
+    assert "PRIVATE KEY" not in json.dumps(answer)
+
+
+def test_update_issues_anew_and_delete_leaves_the_secret(aws, responses) -> None:
+    arn = aws.create_secret(Name="kernel-tls", SecretString="placeholder")["ARN"]
+    handler(_event("Create", arn), None)
+    first = aws.get_secret_value(SecretId=arn)["SecretString"]
+
+    handler(_event("Update", arn, PhysicalResourceId=responses[0]["PhysicalResourceId"]), None)
+    handler(_event("Delete", arn, PhysicalResourceId=responses[1]["PhysicalResourceId"]), None)
+
+    assert [r["Status"] for r in responses] == ["SUCCESS"] * 3
+    assert responses[1]["Data"]["CaPem"] != responses[0]["Data"]["CaPem"]
+    assert aws.get_secret_value(SecretId=arn)["SecretString"] != first
+    assert responses[2]["PhysicalResourceId"] == responses[1]["PhysicalResourceId"]
+    assert responses[2]["Data"] == {}
+
+
+def test_a_failure_is_answered_as_failed(aws, responses) -> None:
+    missing = "arn:aws:secretsmanager:us-east-1:123456789012:secret:nope-AbCdEf"
+
+    handler(_event("Create", missing), None)
+
+    (answer,) = responses
+    assert answer["Status"] == "FAILED"
+    assert "ResourceNotFoundException" in answer["Reason"]
+    assert answer["PhysicalResourceId"] == "KernelTlsCertificate"
+
+
+def test_the_answer_is_put_to_the_presigned_https_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[urllib.request.Request] = []
+
+    class Answered:
+        def __enter__(self) -> Answered:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def read(self) -> bytes:
+            return b""
+
+    def urlopen(request: urllib.request.Request, timeout: float) -> Answered:
+        seen.append(request)
+        return Answered()
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    kernel_pki._respond({"ResponseURL": "https://s3.example/presigned?sig=1"}, {"Status": "X"})
+
+    (request,) = seen
+    assert request.get_method() == "PUT"
+    assert request.full_url == "https://s3.example/presigned?sig=1"
+    assert request.get_header("Content-type") == ""
+    assert json.loads(request.data) == {"Status": "X"}  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="https"):
+        kernel_pki._respond({"ResponseURL": "file:///etc/passwd"}, {"Status": "X"})
+
+
+def test_secret_value_is_the_json_ecs_reads_by_field() -> None:
+    issued = KernelCertificate(ca_pem="ca", cert_pem="c", key_pem="k", serial="1")
+    assert json.loads(secret_value(issued)) == {"cert": "c", "key": "k"}
