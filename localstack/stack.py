@@ -44,6 +44,9 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 SAFETY_KERNEL_ADDR = "127.0.0.1:50051"
 TENANT = "default"
+ADMIN_PRINCIPAL = "local-admin"
+APPROVER_PRINCIPAL = "local-approver"
+"""A second admin: approving a job takes another identity than the one that submitted it."""
 SERVICES = ("safety-kernel", "bridge", "echo-worker")
 """Our long-running processes, in start order (stopped in reverse)."""
 
@@ -236,6 +239,17 @@ def write_env(values: dict[str, str]) -> None:
     ENV_FILE.chmod(0o600)
 
 
+def api_keys(values: dict[str, str]) -> str:
+    """CORDUM_API_KEYS of the local gateway: each key names its role, tenant and principal
+    (an entry without them would be a mere user)."""
+    return json.dumps([
+        {"key": values["CORDUM_API_KEY"], "tenant": TENANT, "role": "admin",
+         "principal_id": ADMIN_PRINCIPAL},
+        {"key": values["CORDUM_APPROVER_KEY"], "tenant": TENANT, "role": "admin",
+         "principal_id": APPROVER_PRINCIPAL},
+    ])
+
+
 def api_url(outputs: dict[str, str], localstack_url: str) -> str:
     # LocalStack's *.localhost.localstack.cloud names do not resolve here:
     # use the path form of the REST API URL.
@@ -391,6 +405,8 @@ def up(run_demo: bool = True) -> dict[str, str]:
         "NATS_URL": os.environ.get("NATS_URL") or DEFAULT_NATS_URL,
         "CORDUM_TENANT_ID": TENANT,
         "CORDUM_API_KEY": previous.get("CORDUM_API_KEY") or "ck_" + secrets.token_hex(16),
+        "CORDUM_APPROVER_KEY": previous.get("CORDUM_APPROVER_KEY")
+        or "ck_" + secrets.token_hex(16),
     }
     ensure_redis(values["REDIS_URL"])
     ensure_nats(values["NATS_URL"])
@@ -410,7 +426,7 @@ def up(run_demo: bool = True) -> dict[str, str]:
             "redisUrl": values["REDIS_URL"],
             "natsUrl": values["NATS_URL"],
             "safetyKernelAddr": SAFETY_KERNEL_ADDR,
-            "apiKeys": json.dumps([{"key": values["CORDUM_API_KEY"], "tenant": TENANT}]),
+            "apiKeys": api_keys(values),
             "configDir": str(config_dir()),
             "layerPath": str(ROOT / "layers" / "build" / "cordum-layer"),
         },

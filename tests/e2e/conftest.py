@@ -26,16 +26,26 @@ def _env_file() -> dict[str, str]:
     return values
 
 
+def output_pending(job: dict) -> bool:
+    """A SUCCEEDED job whose content scan has not decided yet: its result is not served
+    until it has (milliseconds after the state is written)."""
+    safety = job.get("output_safety") or {}
+    return job.get("state") == "SUCCEEDED" and safety.get("phase") != "async"
+
+
 class Stack:
     def __init__(self) -> None:
         env = {**_env_file(), **{k: v for k, v in os.environ.items() if k.startswith(
             ("CORDUM_", "LOCALSTACK_"))}}
-        missing = [k for k in ("CORDUM_API_URL", "CORDUM_API_KEY", "LOCALSTACK_URL")
+        missing = [k for k in ("CORDUM_API_URL", "CORDUM_API_KEY", "CORDUM_APPROVER_KEY",
+                               "LOCALSTACK_URL")
                    if not env.get(k)]
         if missing:
             pytest.fail(f"stack not up ({', '.join(missing)} unknown): run `make up` first")
         self.api = env["CORDUM_API_URL"]
         self.key = env["CORDUM_API_KEY"]
+        # A second admin of the tenant: the submitter (``key``) cannot decide its own jobs.
+        self.approver_key = env["CORDUM_APPROVER_KEY"]
         self.tenant = env.get("CORDUM_TENANT_ID", "default")
         self.localstack = env["LOCALSTACK_URL"]
         self.redis_url = os.environ.get("REDIS_URL") or env.get("REDIS_URL",
@@ -67,7 +77,7 @@ class Stack:
         job: dict = {}
         while time.monotonic() < deadline:
             status, job = self.http("GET", f"/api/v1/jobs/{job_id}")
-            if status == 200 and job.get("state") in TERMINAL:
+            if status == 200 and job.get("state") in TERMINAL and not output_pending(job):
                 return job
             time.sleep(0.5)
         pytest.fail(f"job {job_id} not terminal after {timeout}s: {job}")

@@ -56,14 +56,15 @@ def test_approval_required_then_approved_runs(stack):
     status, listed = stack.http("GET", "/api/v1/approvals?limit=200")
     assert status == 200 and job_id in {i["job"]["id"] for i in listed["items"]}
     status, out = stack.http("POST", f"/api/v1/approvals/{job_id}/approve",
-                             {"reason": "looked at it", "note": "e2e"})
+                             {"reason": "looked at it", "note": "e2e"},
+                             headers={"X-API-Key": stack.approver_key})
     assert status == 200, out
     assert out["job_id"] == job_id
     job = stack.wait_terminal(job_id, 90)
     assert job["state"] == "SUCCEEDED", job
     # Approving again is a no-op that says so.
     status, again = stack.http("POST", f"/api/v1/approvals/{job_id}/approve",
-                               {"reason": "twice"})
+                               {"reason": "twice"}, headers={"X-API-Key": stack.approver_key})
     assert status == 200 and again["status"] == "already_approved"
 
 
@@ -73,7 +74,7 @@ def test_approval_required_then_rejected_is_denied(stack):
     assert status == 200 and body["status"] == "approval_required", body
     job_id = body["job_id"]
     status, out = stack.http("POST", f"/api/v1/approvals/{job_id}/reject",
-                             {"reason": "not today"})
+                             {"reason": "not today"}, headers={"X-API-Key": stack.approver_key})
     assert (status, out) == (200, {"job_id": job_id})
     job = stack.wait_terminal(job_id)
     assert job["state"] == "DENIED"

@@ -452,6 +452,41 @@ def test_cancel_from_the_bus_cancels_an_open_job_once(harness):
     assert loop.run_until_complete(h.state()) == "CANCELLED"
 
 
+def test_platform_notices_pass_the_worker_fence_and_copies_change_nothing(harness):
+    """The API's cancel notice and the scheduler's gate result carry a worker_id that
+    is no worker's: after the state they report, they are ignored quietly; the same
+    on a job a worker still runs changes nothing."""
+    from cordum.store.jobs import OPEN_STATES, JobState
+
+    loop, h = harness
+    job_id = f"job-{h.unique}"
+    CANCELLED, SUCCEEDED = (protocol.JobStatus.JOB_STATUS_CANCELLED,  # noqa: N806
+                            protocol.JobStatus.JOB_STATUS_SUCCEEDED)
+
+    def notice(worker, status):
+        res = protocol.JobResult(job_id=job_id, status=status, worker_id=worker)
+        return protocol.packet(trace_id="t", sender_id=worker,
+                               job_result=res).SerializeToString()
+
+    async def scenario():
+        await h.add_worker()
+        await h.engine.handle_request(h.request())
+        copies = [await h.engine.handle_result(notice("api-gateway", CANCELLED)),
+                  await h.engine.handle_result(notice("cordum-scheduler", SUCCEEDED))]
+        running = await h.state()
+        # The API's cancel: CANCELLED stored first, then the notice on the result path.
+        await h.store.transition(job_id, [JobState.CANCELLED], only_from=OPEN_STATES,
+                                 fields={"failure_reason": "cancelled via api"})
+        api = await h.engine.handle_result(notice("api-gateway", CANCELLED))
+        late = await h.engine.handle_result(h.result())
+        return copies, running, api, late
+
+    copies, running, api, late = loop.run_until_complete(scenario())
+    assert [o.action for o in copies] == ["ignored", "ignored"] and running == "RUNNING"
+    assert api.action == "ignored" and late.action == "ignored"
+    assert loop.run_until_complete(h.state()) == "CANCELLED"
+
+
 class ScriptedKernel:
     """Answers each check with the next scripted verdict (the kernel port only)."""
 
@@ -549,26 +584,36 @@ def test_approved_job_skips_the_kernel_only_when_bound_to_hash_and_snapshot(harn
     h.engine._safety = kernel
     job_id = f"job-{h.unique}"
 
-    def approved(snapshot, extra_label=None):
+    def approved(extra_label=None):
         req = protocol.JobRequest(job_id=job_id, topic="job.default", tenant_id=f"t-{h.unique}")
-        req.labels.update({"approval_granted": "true", "approval_snapshot": snapshot})
+        req.labels.update({"approval_granted": "true", "approval_snapshot": "snap-A|2"})
         if extra_label:
             req.labels["changed"] = extra_label
         return protocol.packet(trace_id="tr", sender_id="api-gateway-http",
                                job_request=req).SerializeToString()
 
+    async def record(snapshot):
+        # What the approve endpoint writes in the meta: the only approval there is.
+        meta = await h.store.get(job_id)
+        await h.redis.hset(f"job:meta:{job_id}", mapping={
+            "approval_status": "APPROVED", "approval_policy_snapshot": snapshot,
+            "approval_job_hash": meta["safety_job_hash"]})
+
     async def scenario():
         await h.add_worker()
         gated = await h.engine.handle_request(h.request())
-        stale = await h.engine.handle_request(approved("snap-B|1"))  # another policy: re-check
-        tampered = await h.engine.handle_request(approved("snap-A|2", "x"))  # hash differs
-        ok = await h.engine.handle_request(approved("snap-A|2"))
-        return gated, stale, tampered, ok
+        forged = await h.engine.handle_request(approved())  # labels, no record: re-check
+        await record("snap-B|1")
+        stale = await h.engine.handle_request(approved())  # another policy: re-check
+        await record("snap-A|2")
+        tampered = await h.engine.handle_request(approved("x"))  # hash differs
+        ok = await h.engine.handle_request(approved())
+        return gated, forged, stale, tampered, ok
 
-    gated, stale, tampered, ok = loop.run_until_complete(scenario())
-    assert gated.state == "APPROVAL_REQUIRED"
+    gated, forged, stale, tampered, ok = loop.run_until_complete(scenario())
+    assert gated.state == "APPROVAL_REQUIRED" and forged.state == "APPROVAL_REQUIRED"
     assert stale.state == "APPROVAL_REQUIRED" and tampered.state == "APPROVAL_REQUIRED"
-    assert kernel.calls == 3  # the approved, bound request did not ask the kernel
+    assert kernel.calls == 4  # the approved, bound request did not ask the kernel
     assert ok.action == "dispatched"
     meta = loop.run_until_complete(h.store.get(job_id))
     assert meta["safety_reason"] == "approval granted" and meta["state"] == "RUNNING"
@@ -602,6 +647,9 @@ def test_approval_gate_topic_completes_without_a_worker(harness):
     assert (outcome.action, outcome.state) == ("completed", "SUCCEEDED")
     results = [p for p in seen if p.job_result.job_id == job_id]
     assert len(results) == 1 and results[0].job_result.worker_id == "cordum-scheduler"
+    # That result comes back on the result path: the worker fence lets it through.
+    again = loop.run_until_complete(h.engine.handle_result(results[0].SerializeToString()))
+    assert again.action == "ignored" and loop.run_until_complete(h.state()) == "SUCCEEDED"
 
 
 def OwnJobs(redis, unique: str):  # noqa: N802 (stands in for the JobIndexes class)
@@ -694,7 +742,7 @@ def test_a_lock_that_expires_mid_operation_lets_the_replayer_finish_the_job(harn
 def test_fatal_failure_in_a_workflow_publishes_the_recorded_compensation(harness):
     """Case 21: step 1 of wf succeeds (its compensation is recorded from the stored
     request), step 2 fails fatally -> the compensation job goes out on sys.job.submit."""
-    from cordum.scheduler.saga import Saga
+    from cordum.scheduler.saga import Saga, recorded_key, stack_key
     from cordum.scheduler.saga_trigger import InProcessRollbackTrigger
     from cordum.store.indexes import JobIndexes
 
@@ -734,7 +782,8 @@ def test_fatal_failure_in_a_workflow_publishes_the_recorded_compensation(harness
     assert comp.topic == f"job.saga-test.undo-{h.unique}" and comp.job_id.startswith("comp-")
     assert comp.priority == protocol.JobPriority.JOB_PRIORITY_CRITICAL
     assert comp.labels["saga_compensation"] == "true"
-    loop.run_until_complete(h.redis.delete(f"saga:{wf}:stack", f"saga:{wf}:recorded"))
+    tenant = f"t-{h.unique}"
+    loop.run_until_complete(h.redis.delete(stack_key(tenant, wf), recorded_key(tenant, wf)))
     loop.run_until_complete(h.redis.zrem("dlq:index", f"s2-{h.unique}"))
 
 
@@ -873,3 +922,77 @@ def test_approved_worker_job_without_a_snapshot_is_checked_and_dispatched(harnes
     meta = loop.run_until_complete(h.store.get(job_id))
     assert meta["state"] == "RUNNING" and meta["safety_reason"] == "allowed"
     assert synthetic == []
+
+
+def test_a_job_ids_stored_tenant_and_topic_bind_every_later_request(harness):
+    """A request for a stored job with another tenant or topic is refused (to the
+    queue's DLQ) without touching the job; the job's own re-sent request still runs."""
+    loop, h = harness
+    job_id = f"job-{h.unique}"
+    other_tenant = protocol.JobRequest(job_id=job_id, topic="job.default",
+                                       tenant_id=f"other-{h.unique}")
+    other_topic = protocol.JobRequest(job_id=job_id, topic=f"job.other-{h.unique}",
+                                      tenant_id=f"t-{h.unique}")
+
+    async def scenario():
+        await h.engine.handle_request(h.request())  # no worker yet: PENDING, request stored
+        before = (await h.store.get(job_id), await h.redis.get(f"job:req:{job_id}"))
+        await h.add_worker()
+        for req in (other_tenant, other_topic):
+            with pytest.raises(UnparseableRecord, match="another tenant or topic"):
+                await h.engine.handle_request(protocol.packet(
+                    trace_id="tr", sender_id="test", job_request=req).SerializeToString())
+        after = (await h.store.get(job_id), await h.redis.get(f"job:req:{job_id}"))
+        return before, after, await h.engine.handle_request(h.request())
+
+    before, after, own = loop.run_until_complete(scenario())
+    assert after == before
+    assert own.action == "dispatched"
+
+
+def test_the_replayer_does_not_apply_a_stored_request_of_another_tenant(harness):
+    """A job:req that names another tenant than the job's meta is not replayed."""
+    from google.protobuf import json_format
+
+    from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
+
+    loop, h = harness
+    job_id = f"job-{h.unique}"
+
+    async def scenario():
+        await h.engine.handle_request(h.request())  # no worker yet: PENDING, request stored
+        forged = protocol.JobRequest(job_id=job_id, topic="job.default",
+                                     tenant_id=f"other-{h.unique}")
+        await h.store.put_request(job_id, json_format.MessageToJson(forged, indent=None))
+        before = await h.store.get(job_id)
+        await h.add_worker()
+        report = await PendingReplayer(h.engine, OwnJobs(h.redis, h.unique),
+                                       ReplayerPolicy(pending_age_s=0.0)).tick()
+        return before, report, await h.store.get(job_id)
+
+    before, report, after = loop.run_until_complete(scenario())
+    assert report.failed == 1 and not report.replayed
+    assert after == before and after["tenant"] == f"t-{h.unique}"
+
+
+def test_the_workflow_id_is_the_fields_and_is_fixed_at_the_jobs_first_sight(harness):
+    loop, h = harness
+
+    def request(job_id, **kw):
+        req = protocol.JobRequest(job_id=job_id, topic="job.default",
+                                  tenant_id=f"t-{h.unique}", **kw)
+        return protocol.packet(trace_id="tr", sender_id="test",
+                               job_request=req).SerializeToString()
+
+    async def scenario():
+        # No worker yet: the first request leaves its job PENDING, to be sent again.
+        await h.engine.handle_request(request(f"a-{h.unique}", workflow_id=f"wf1-{h.unique}"))
+        await h.add_worker()
+        await h.engine.handle_request(request(f"a-{h.unique}", workflow_id=f"wf2-{h.unique}"))
+        await h.engine.handle_request(request(f"b-{h.unique}",
+                                              labels={"workflow_id": f"wf1-{h.unique}"}))
+        return (await h.store.get(f"a-{h.unique}"), await h.store.get(f"b-{h.unique}"))
+
+    first, labelled = loop.run_until_complete(scenario())
+    assert first["state"] == "RUNNING" and first["workflow_id"] == f"wf1-{h.unique}"
+    assert labelled["state"] == "RUNNING" and "workflow_id" not in labelled

@@ -165,6 +165,7 @@ def test_sync_quarantine_sets_the_state_dlq_and_audit_event(harness):
     assert outcome.state == "OUTPUT_QUARANTINED"
     meta = loop.run_until_complete(h.meta())
     assert meta["state"] == "OUTPUT_QUARANTINED" and meta["output_decision"] == "QUARANTINE"
+    assert meta["result_ptr"] == ""  # quarantined output is never served
     record = json.loads(meta["output_safety"])
     assert record["phase"] == "sync" and record["rule_id"] == "blocked" and record["quarantined"]
     stored = json.loads(loop.run_until_complete(h.redis.get(decision_key(h.job_id))))
@@ -198,7 +199,7 @@ def test_async_content_quarantine_downgrades_a_succeeded_job(harness):
     # The result was recorded SUCCEEDED, then the content scan quarantined it.
     assert outcome.state == "SUCCEEDED"
     meta = loop.run_until_complete(h.meta())
-    assert meta["state"] == "OUTPUT_QUARANTINED"
+    assert meta["state"] == "OUTPUT_QUARANTINED" and meta["result_ptr"] == ""
     record = json.loads(meta["output_safety"])
     assert record["phase"] == "async" and record["rule_id"] == "leak"
     events = loop.run_until_complete(h.redis.lrange(f"job:events:{h.job_id}", 0, -1))
@@ -301,3 +302,56 @@ def test_disabled_output_policy_writes_no_output_fields(unique, kernel_addr):
         assert meta["state"] == "SUCCEEDED" and "output_safety" not in meta
     finally:
         close(loop, h)
+
+
+def test_output_past_the_scan_limit_follows_the_fail_mode(unique, kernel_addr):
+    from cordum.safety.output_service import MAX_CONTENT_BYTES
+
+    for mode, expected in ((FailMode.CLOSED, "OUTPUT_QUARANTINED"), (FailMode.OPEN, "SUCCEEDED")):
+        loop, h = make(f"{unique}-{mode.value}", kernel_addr, mode)
+        try:
+            async def scenario(h=h):
+                await h.dispatch("job.default")
+                # Clean as far as the content check reads, and one byte more.
+                return await h.engine.handle_result(await h.succeed("x" * (MAX_CONTENT_BYTES + 1)))
+
+            loop.run_until_complete(scenario())
+            meta = loop.run_until_complete(h.meta())
+            assert meta["state"] == expected, mode
+            record = json.loads(meta["output_safety"])
+            assert record["phase"] == "async" and "scan limit" in record["reason"]
+            assert record["reason"].endswith(f"fail-{mode.value})")
+            assert bool(meta["result_ptr"]) is (mode is FailMode.OPEN)
+        finally:
+            close(loop, h)
+
+
+def test_unreadable_result_follows_the_fail_mode(unique, kernel_addr):
+    class FailingReads:
+        """Redis whose GETRANGE fails: the content check cannot read the result."""
+
+        def __init__(self, redis) -> None:
+            self._redis = redis
+
+        def __getattr__(self, name):
+            return getattr(self._redis, name)
+
+        async def getrange(self, *args):
+            raise ConnectionError("connection reset")
+
+    for mode, expected in ((FailMode.CLOSED, "OUTPUT_QUARANTINED"), (FailMode.OPEN, "SUCCEEDED")):
+        loop, h = make(f"{unique}-{mode.value}", kernel_addr, mode)
+        h.engine._output = OutputChecker(h.client, FailingReads(h.redis))
+        try:
+            async def scenario(h=h):
+                await h.dispatch("job.default")
+                # Past the prefetched head, so the check reads the rest itself.
+                return await h.engine.handle_result(await h.succeed("y" * 100_000))
+
+            loop.run_until_complete(scenario())
+            meta = loop.run_until_complete(h.meta())
+            assert meta["state"] == expected, mode
+            record = json.loads(meta["output_safety"])
+            assert record["reason"].startswith("result unreadable") and record["skipped"]
+        finally:
+            close(loop, h)

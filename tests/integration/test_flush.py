@@ -31,6 +31,7 @@ from cordum.protocol import BusPacket, Heartbeat, JobRequest, decode, packet
 from cordum.store.jobs import JobState, JobStore, NewJob, index_key, meta_key, request_key
 
 SETTINGS = load_settings()
+FLUSH_TEST_DB = 13
 TTL_S = 30.0
 NOW_POLICY = FlushPolicy(settle_s=0.0)
 
@@ -154,7 +155,9 @@ class FlushEnv:
 @contextlib.asynccontextmanager
 async def flush_env() -> AsyncIterator[FlushEnv]:
     nc = await nats.connect(SETTINGS.nats_url)
-    redis = aioredis.Redis.from_url(SETTINGS.redis_url)
+    # A database of its own: a flush reads the oldest waiting jobs of the whole store,
+    # and those of other tests or of a local stack would crowd this test's out.
+    redis = aioredis.Redis.from_url(SETTINGS.redis_url, db=FLUSH_TEST_DB)
     env = FlushEnv(nc, redis)
     await env.js.add_stream(
         StreamConfig(

@@ -79,7 +79,7 @@ def meta_of(job_id: str) -> dict:
 def test_submit_stores_pending_job_and_answers_ids(api):
     status, body, _ = call(event("POST", "/api/v1/jobs",
                                  {"topic": "job.default", "prompt": "hello",
-                                  "labels": {"team": "blue", "_secret": "x"}}))
+                                  "labels": {"team": "blue"}}))
     assert status == 200, body
     assert set(body) == {"job_id", "trace_id"}
     meta = meta_of(body["job_id"])

@@ -341,11 +341,13 @@ def test_approve_rewrites_the_request_and_the_engine_dispatches_it_without_the_k
     assert packet.trace_id == before["trace_id"]
     assert packet.job_request.labels["approval_granted"] == "true"
 
-    # The engine's check, on what was published and the safety record of the gated
-    # job; its kernel address answers nothing, so asking the kernel would fail.
+    # The engine's check, on what was published and the approval recorded in the
+    # job's meta; its kernel address answers nothing, so asking the kernel would fail.
+    assert meta["approval_policy_snapshot"] == before["safety_snapshot"]
+    assert meta["approval_job_hash"] == before["safety_job_hash"]
     worker = f"w-{api.unique}"
     engine = api.engine(safety_addr=f"127.0.0.1:{free_port()}", worker=worker)
-    verdict, fields = runtime.run(engine._decide(packet.job_request, api.tenant, before))
+    verdict, fields = runtime.run(engine._decide(packet.job_request, api.tenant, meta))
     assert (verdict.decision, verdict.reason) == ("ALLOW", "approval granted")
     assert fields["safety_job_hash"] == before["safety_job_hash"]
     # The whole request path: dispatched here, or (a scheduler of a running stack

@@ -235,7 +235,7 @@ def test_retry_submits_a_new_pending_job_and_removes_the_entry(api):
     meta = runtime.run(api.store.get(new_id))
     assert meta["tenant"] == api.tenant
     assert meta["topic"] == "job.echo.late" and meta["trace_id"] == f"dlq-retry-{job_id}"
-    assert (meta["retry_of_job"], meta["principal"], meta["team"]) == (job_id, "alice", "core")
+    assert (meta["retry_of_job"], meta["principal"], meta["team"]) == (job_id, "bob", "core")
     req = runtime.run(JobIndexes(api.redis).get_request(new_id))
     assert req.job_id == new_id and req.topic == "job.echo.late" and req.tenant_id == api.tenant
     assert req.labels["retry"] == "true" and req.labels["retry_of_job"] == job_id

@@ -365,7 +365,11 @@ def test_require_approval_stores_the_gated_job_as_the_engine_would(gw):
                     safety=kernel, publisher=None)
     stored.labels.update({"approval_granted": "true",
                           "approval_snapshot": meta["safety_snapshot"]})
-    verdict, fields = gw.run(engine._decide(stored, gw.tenant, meta))
+    # Once approved: the record the approve endpoint writes in the meta.
+    approved = {**meta, "approval_status": "APPROVED",
+                "approval_policy_snapshot": meta["safety_snapshot"],
+                "approval_job_hash": meta["safety_job_hash"]}
+    verdict, fields = gw.run(engine._decide(stored, gw.tenant, approved))
     assert (verdict.decision, verdict.reason, kernel.calls) == (
         Decision.ALLOW, "approval granted", 0)
     assert fields["safety_job_hash"] == meta["safety_job_hash"]
@@ -544,7 +548,7 @@ def test_a_body_over_the_limit_is_413(gw):
         ({"labels": {f"k{i}": "v" for i in range(51)}}, "labels"),
         ({"labels": {"k" * 257: "v"}}, "labels"),
         ({"labels": {"k": "v" * 4097}}, "labels"),
-        ({"labels": {"_governance.x": "1"}}, "labels"),
+        ({"labels": {"a\nb": "1"}}, "labels"),
         ({"tags": [f"t{i}" for i in range(51)]}, "tags"),
         ({"priority": "urgent"}, "priority"),
         ({"actor_type": "robot"}, "actor_type"),

@@ -171,3 +171,34 @@ def test_terminal_transition_writes_the_dlq_entry_in_the_same_step(env):
         assert 0 < loop.run_until_complete(client.ttl(f"dlq:entry:{job.job_id}")) <= 30 * 86400
     finally:
         loop.run_until_complete(client.zrem("dlq:index", job.job_id))
+
+
+def test_worker_fence_skips_a_job_of_another_worker(env):
+    loop, client, store, job = env
+    loop.run_until_complete(store.create(job))
+    # A job never dispatched names no worker: the fence lets any result through.
+    unfenced = loop.run_until_complete(store.transition(
+        job.job_id, [JobState.SCHEDULED, JobState.RUNNING], fields={"worker_id": "w1"},
+        worker_of_record="w9"))
+    assert unfenced.applied and not unfenced.foreign
+    # Given a job running on w1 / When w2's result arrives, with its side record
+    side = f"side:{job.job_id}"
+    result = loop.run_until_complete(store.transition(
+        job.job_id, [JobState.SUCCEEDED], only_from=[JobState.RUNNING],
+        fields={"worker_id": "w2", "result_ptr": "redis://res:x"},
+        records={side: ("v", 60)}, worker_of_record="w2"))
+    # Then it is "foreign" and nothing is written
+    assert result.foreign and not result.applied and result.previous == "RUNNING"
+    meta = loop.run_until_complete(client.hgetall(f"job:meta:{job.job_id}"))
+    assert meta[b"state"] == b"RUNNING" and meta[b"worker_id"] == b"w1"
+    assert b"result_ptr" not in meta and loop.run_until_complete(client.exists(side)) == 0
+    # And w1's own result, side record and fields land where they belong
+    result = loop.run_until_complete(store.transition(
+        job.job_id, [JobState.SUCCEEDED], only_from=[JobState.RUNNING],
+        fields={"worker_id": "w1", "result_ptr": "redis://res:x"},
+        records={side: ("v", 60)}, worker_of_record="w1"))
+    assert result.applied and not result.foreign
+    meta = loop.run_until_complete(client.hgetall(f"job:meta:{job.job_id}"))
+    assert meta[b"state"] == b"SUCCEEDED" and meta[b"result_ptr"] == b"redis://res:x"
+    assert loop.run_until_complete(client.get(side)) == b"v"
+    assert 0 < loop.run_until_complete(client.ttl(side)) <= 60

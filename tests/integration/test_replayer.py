@@ -107,9 +107,11 @@ def test_old_pending_job_is_handed_to_the_engine_with_its_request_and_trace(env)
 
 
 def test_approved_and_scheduled_jobs_are_replayed_waiting_approvals_are_not(env):
-    approved = env.job("approved", JobState.APPROVAL_REQUIRED,
-                       labels={"approval_granted": "true"})
-    waiting = env.job("waiting", JobState.APPROVAL_REQUIRED)
+    approved = env.job("approved", JobState.APPROVAL_REQUIRED)
+    # Approved is what the approve endpoint records in the meta; a label is not.
+    env.run(env.redis.hset(f"job:meta:{approved}", "approval_status", "APPROVED"))
+    waiting = env.job("waiting", JobState.APPROVAL_REQUIRED,
+                      labels={"approval_granted": "true"})
     scheduled = env.job("scheduled", JobState.SCHEDULED)
     engine = RecordingEngine()
     report = env.tick(engine)

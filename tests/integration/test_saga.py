@@ -24,6 +24,7 @@ from cordum.bus.streams import ensure_stream
 from cordum.config import load_settings
 from cordum.safety.client import Decision, SafetyVerdict
 from cordum.scheduler.saga import (
+    FOREIGN_COMPENSATION,
     INVALID_COMPENSATION,
     SAGA_SENDER,
     UNMARSHAL_FAILED,
@@ -33,6 +34,7 @@ from cordum.scheduler.saga import (
     SagaPolicy,
     lock_key,
     recorded_key,
+    saga_key,
     stack_key,
 )
 from tests.conftest import NATS_URL, REDIS_URL
@@ -76,6 +78,7 @@ class Env:
     def __init__(self, unique: str) -> None:
         self.unique = unique
         self.wf = f"wf-saga-{unique}"
+        self.tenant = f"t-{unique}"
         self.redis = aioredis.Redis.from_url(REDIS_URL)
         self.publisher = NatsPublisher(load_settings(env={"REDIS_URL": REDIS_URL,
                                                          "NATS_URL": NATS_URL}))
@@ -92,7 +95,7 @@ class Env:
 
     def step(self, job: str, undo: str = "undo", **kw) -> protocol.JobRequest:
         req = protocol.JobRequest(job_id=f"{job}-{self.unique}", topic=self.topic("do"),
-                                  workflow_id=self.wf, tenant_id=f"t-{self.unique}", **kw)
+                                  workflow_id=self.wf, tenant_id=self.tenant, **kw)
         req.compensation.topic = self.topic(undo)
         return req
 
@@ -103,7 +106,10 @@ class Env:
         self.first_seq = (await js.stream_info(self.stream)).state.last_seq + 1
 
     async def watch(self, subject: str):
-        return await self.nc.subscribe(subject)
+        sub = await self.nc.subscribe(subject)
+        # The server knows the subscription before anything is published.
+        await self.nc.flush()
+        return sub
 
     async def ours(self, sub, timeout: float = 0.5) -> list[protocol.BusPacket]:
         """Packets of this workflow received on ``sub`` until it stays quiet."""
@@ -122,7 +128,7 @@ class Env:
                 out.append(packet)
 
     async def stack(self) -> list[Any]:
-        return await self.redis.lrange(stack_key(self.wf), 0, -1)
+        return await self.redis.lrange(stack_key(self.tenant, self.wf), 0, -1)
 
     async def cleanup(self) -> None:
         if self.nc is not None:
@@ -138,7 +144,7 @@ class Env:
                 if packet.job_request.labels.get("saga_workflow_id") == self.wf:
                     await js.delete_msg(self.stream, seq)
             await self.nc.close()
-        keys = await self.redis.keys(f"saga:{self.wf}:*")
+        keys = await self.redis.keys(f"saga:*:{self.wf}:*")
         if keys:
             await self.redis.delete(*keys)
         await self.redis.aclose()
@@ -232,9 +238,10 @@ def test_record_skips_compensation_jobs_steps_without_compensation_or_workflow(e
         return results, await e.stack()
 
     results, stack = loop.run_until_complete(scenario())
-    assert results == [False, False, False, False, True, True]
+    # A workflow_id label makes no saga step: labels are the client's to write.
+    assert results == [False, False, False, False, True, False]
     parents = [protocol.JobRequest.FromString(raw).parent_job_id for raw in stack]
-    assert parents == [wf_label.job_id, flag_false.job_id]
+    assert parents == [flag_false.job_id]
 
 
 def test_recording_the_same_step_twice_stacks_it_once(env):
@@ -260,15 +267,54 @@ def test_record_without_compensation_topic_is_invalid(env):
     assert loop.run_until_complete(e.stack()) == []
 
 
+@pytest.mark.parametrize("claim", ["tenant_id", "env", "meta"])
+def test_record_refuses_a_compensation_naming_another_tenant(env, claim):
+    loop, e = env
+    base = e.step("job-1")
+    if claim == "tenant_id":
+        base.compensation.tenant_id = "someone-else"
+    elif claim == "env":
+        base.compensation.env["tenant_id"] = "someone-else"
+    else:
+        base.compensation.meta.tenant_id = "someone-else"
+    with pytest.raises(InvalidCompensation, match="someone-else"):
+        loop.run_until_complete(e.saga().record_compensation(base))
+    assert loop.run_until_complete(e.stack()) == []
+
+
+def test_record_stacks_under_the_stored_tenant_and_workflow(env):
+    loop, e = env
+    base = e.step("job-1")
+    base.tenant_id = ""  # the stored tenant stands for a request that names none
+    base.workflow_id = ""
+
+    async def scenario():
+        pushed = await e.saga().record_compensation(base, tenant=e.tenant, workflow_id=e.wf)
+        return pushed, await e.stack()
+
+    pushed, stack = loop.run_until_complete(scenario())
+    assert pushed is True and len(stack) == 1
+    assert protocol.JobRequest.FromString(stack[0]).tenant_id == e.tenant
+
+
+def test_saga_keys_name_the_tenant_and_never_meet_another_tenants():
+    assert stack_key("acme", "wf-1") == "saga:acme:wf-1:stack"
+    assert lock_key("acme", "wf-1") == "saga:acme:wf-1:lock"
+    assert recorded_key("acme", "wf-1") == "saga:acme:wf-1:recorded"
+    assert saga_key("a:b", "c", "stack") != saga_key("a", "b:c", "stack")
+    assert saga_key("a%3Ab", "c", "stack") != saga_key("a:b", "c", "stack")
+
+
 def test_stack_key_expires_and_each_push_refreshes_it(env):
     loop, e = env
     saga = e.saga()
 
     async def scenario():
         await saga.record_compensation(e.step("job-1"))
-        await e.redis.expire(stack_key(e.wf), 100)
+        await e.redis.expire(stack_key(e.tenant, e.wf), 100)
         await saga.record_compensation(e.step("job-2"))
-        return await e.redis.ttl(stack_key(e.wf)), await e.redis.ttl(recorded_key(e.wf))
+        return (await e.redis.ttl(stack_key(e.tenant, e.wf)),
+                await e.redis.ttl(recorded_key(e.tenant, e.wf)))
 
     stack_ttl, recorded_ttl = loop.run_until_complete(scenario())
     assert WEEK_S - 10 < stack_ttl <= WEEK_S
@@ -288,9 +334,9 @@ def test_rollback_publishes_the_compensation_job_on_submit(env):
     async def scenario():
         await saga.record_compensation(step)
         sub = await e.watch(protocol.SUBJECT_SUBMIT)
-        report = await saga.rollback(e.wf, deadline=time.monotonic() + 10)
+        report = await saga.rollback(e.tenant, e.wf, deadline=time.monotonic() + 10)
         return report, await e.ours(sub), await e.stack(), \
-            await e.redis.exists(lock_key(e.wf))
+            await e.redis.exists(lock_key(e.tenant, e.wf))
 
     report, packets, stack, locked = loop.run_until_complete(scenario())
     assert report.complete and report.acquired and len(report.dispatched) == 1
@@ -323,8 +369,8 @@ def test_safety_deny_skips_the_compensation_and_empties_the_stack(env):
     async def scenario():
         await saga.record_compensation(e.step("job-1"))
         sub = await e.watch(protocol.SUBJECT_SUBMIT)
-        report = await saga.rollback(e.wf)
-        return report, await e.ours(sub), await e.redis.exists(stack_key(e.wf))
+        report = await saga.rollback(e.tenant, e.wf)
+        return report, await e.ours(sub), await e.redis.exists(stack_key(e.tenant, e.wf))
 
     report, packets, exists = loop.run_until_complete(scenario())
     assert packets == []
@@ -339,7 +385,7 @@ def test_safety_unavailable_still_dispatches(env):
     async def scenario():
         await saga.record_compensation(e.step("job-1"))
         sub = await e.watch(protocol.SUBJECT_SUBMIT)
-        report = await saga.rollback(e.wf)
+        report = await saga.rollback(e.tenant, e.wf)
         return report, await e.ours(sub)
 
     report, packets = loop.run_until_complete(scenario())
@@ -352,10 +398,10 @@ def test_unparseable_entry_goes_to_the_dlq_and_the_rollback_goes_on(env):
 
     async def scenario():
         await saga.record_compensation(e.step("job-1"))
-        await e.redis.lpush(stack_key(e.wf), b"\x0a\xff\xff")  # truncated field 1
+        await e.redis.lpush(stack_key(e.tenant, e.wf), b"\x0a\xff\xff")  # truncated field 1
         dlq = await e.watch(protocol.SUBJECT_DLQ)
         submit = await e.watch(protocol.SUBJECT_SUBMIT)
-        report = await saga.rollback(e.wf)
+        report = await saga.rollback(e.tenant, e.wf)
         return report, await e.ours(dlq), await e.ours(submit)
 
     report, dlq, submitted = loop.run_until_complete(scenario())
@@ -374,17 +420,52 @@ def test_unparseable_entry_goes_to_the_dlq_and_the_rollback_goes_on(env):
 def test_entry_without_topic_goes_to_the_dlq(env):
     loop, e = env
     saga = e.saga()
-    broken = protocol.JobRequest(workflow_id=e.wf)
+    broken = protocol.JobRequest(workflow_id=e.wf, tenant_id=e.tenant)
 
     async def scenario():
-        await e.redis.lpush(stack_key(e.wf), broken.SerializeToString())
+        await e.redis.lpush(stack_key(e.tenant, e.wf), broken.SerializeToString())
         dlq = await e.watch(protocol.SUBJECT_DLQ)
-        report = await saga.rollback(e.wf)
+        report = await saga.rollback(e.tenant, e.wf)
         return report, await e.ours(dlq)
 
     report, dlq = loop.run_until_complete(scenario())
     assert report.complete and report.broken == 1
     assert [p.job_result.error_code for p in dlq] == [INVALID_COMPENSATION]
+
+
+def test_an_entry_of_another_tenant_is_never_published(env):
+    loop, e = env
+    saga = e.saga()
+    foreign = protocol.JobRequest(topic=e.topic("undo"), workflow_id=e.wf,
+                                  tenant_id="someone-else")
+
+    async def scenario():
+        await saga.record_compensation(e.step("job-2"))
+        await e.redis.lpush(stack_key(e.tenant, e.wf), foreign.SerializeToString())
+        dlq = await e.watch(protocol.SUBJECT_DLQ)
+        submit = await e.watch(protocol.SUBJECT_SUBMIT)
+        report = await saga.rollback(e.tenant, e.wf)
+        return report, await e.ours(dlq), await e.ours(submit)
+
+    report, dlq, submitted = loop.run_until_complete(scenario())
+    assert report.complete and report.broken == 1 and len(report.dispatched) == 1
+    assert [p.job_result.error_code for p in dlq] == [FOREIGN_COMPENSATION]
+    assert [p.job_request.tenant_id for p in submitted] == [e.tenant]
+
+
+def test_a_rollback_reads_only_its_own_tenants_stack(env):
+    loop, e = env
+    saga = e.saga()
+
+    async def scenario():
+        await saga.record_compensation(e.step("job-1"))
+        sub = await e.watch(protocol.SUBJECT_SUBMIT)
+        report = await saga.rollback(f"other-{e.unique}", e.wf)
+        return report, await e.ours(sub), await e.stack()
+
+    report, packets, stack = loop.run_until_complete(scenario())
+    assert report.complete and report.dispatched == [] and packets == []
+    assert len(stack) == 1
 
 
 def test_rollback_runs_compensations_newest_first(env):
@@ -395,7 +476,7 @@ def test_rollback_runs_compensations_newest_first(env):
         for n in (1, 2, 3):
             await saga.record_compensation(e.step(f"job-{n}", undo=f"undo{n}"))
         sub = await e.watch(protocol.SUBJECT_SUBMIT)
-        report = await saga.rollback(e.wf)
+        report = await saga.rollback(e.tenant, e.wf)
         return report, await e.ours(sub)
 
     report, packets = loop.run_until_complete(scenario())
@@ -411,9 +492,9 @@ def test_a_held_lock_makes_the_rollback_a_noop(env):
 
     async def scenario():
         await saga.record_compensation(e.step("job-1"))
-        await e.redis.set(lock_key(e.wf), "1", ex=30)
-        report = await saga.rollback(e.wf)
-        return report, await e.stack(), await e.redis.exists(lock_key(e.wf))
+        await e.redis.set(lock_key(e.tenant, e.wf), "1", ex=30)
+        report = await saga.rollback(e.tenant, e.wf)
+        return report, await e.stack(), await e.redis.exists(lock_key(e.tenant, e.wf))
 
     report, stack, locked = loop.run_until_complete(scenario())
     assert report.acquired is False and report.dispatched == []
@@ -431,7 +512,8 @@ def test_two_concurrent_rollbacks_dispatch_each_compensation_once(env):
         for n in (1, 2):
             await saga.record_compensation(e.step(f"job-{n}", undo=f"undo{n}"))
         sub = await e.watch(protocol.SUBJECT_SUBMIT)
-        reports = await asyncio.gather(saga.rollback(e.wf), other.rollback(e.wf))
+        reports = await asyncio.gather(saga.rollback(e.tenant, e.wf),
+                                       other.rollback(e.tenant, e.wf))
         return reports, await e.ours(sub)
 
     reports, packets = loop.run_until_complete(scenario())
@@ -450,9 +532,9 @@ def test_publish_failure_keeps_the_popped_entry_and_the_rest(env):
         before = await e.stack()
         sub = await e.watch(protocol.SUBJECT_SUBMIT)
         with pytest.raises(CompensationPublishError) as info:
-            await saga.rollback(e.wf)
+            await saga.rollback(e.tenant, e.wf)
         return before, info.value, await e.stack(), await e.ours(sub), \
-            await e.redis.exists(lock_key(e.wf))
+            await e.redis.exists(lock_key(e.tenant, e.wf))
 
     before, error, after, packets, locked = loop.run_until_complete(scenario())
     assert [p.job_request.topic for p in packets] == [e.topic("undo3")]
@@ -465,7 +547,7 @@ def test_publish_failure_keeps_the_popped_entry_and_the_rest(env):
     # Run again with a working publisher: it resumes where it stopped.
     async def resume():
         sub = await e.watch(protocol.SUBJECT_SUBMIT)
-        report = await e.saga().rollback(e.wf)
+        report = await e.saga().rollback(e.tenant, e.wf)
         return report, await e.ours(sub)
 
     report, packets = loop.run_until_complete(resume())
@@ -480,8 +562,8 @@ def test_a_passed_deadline_leaves_the_stack_for_the_next_run(env):
     async def scenario():
         for n in (1, 2):
             await saga.record_compensation(e.step(f"job-{n}", undo=f"undo{n}"))
-        report = await saga.rollback(e.wf, deadline=time.monotonic())
-        return report, await e.stack(), await e.redis.exists(lock_key(e.wf))
+        report = await saga.rollback(e.tenant, e.wf, deadline=time.monotonic())
+        return report, await e.stack(), await e.redis.exists(lock_key(e.tenant, e.wf))
 
     report, stack, locked = loop.run_until_complete(scenario())
     assert report.stopped == "deadline" and report.remaining == 2 and not report.complete
@@ -496,7 +578,7 @@ def test_a_check_that_outlasts_the_deadline_puts_the_entry_back(env):
         await saga.record_compensation(e.step("job-1"))
         before = await e.stack()
         sub = await e.watch(protocol.SUBJECT_SUBMIT)
-        report = await saga.rollback(e.wf, deadline=time.monotonic() + 1.3)
+        report = await saga.rollback(e.tenant, e.wf, deadline=time.monotonic() + 1.3)
         return report, before, await e.stack(), await e.ours(sub)
 
     report, before, after, packets = loop.run_until_complete(scenario())
@@ -507,7 +589,7 @@ def test_a_check_that_outlasts_the_deadline_puts_the_entry_back(env):
 
 def test_empty_stack_rolls_back_nothing(env):
     loop, e = env
-    report = loop.run_until_complete(e.saga().rollback(e.wf))
+    report = loop.run_until_complete(e.saga().rollback(e.tenant, e.wf))
     assert report.complete and report.acquired and report.dispatched == []
 
 

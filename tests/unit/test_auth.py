@@ -37,7 +37,11 @@ def test_json_and_comma_formats():
     keys = parse_keys(json.dumps([{"key": "k1", "tenant": "acme", "role": "user"}]))
     assert (keys[0].key, keys[0].tenant, keys[0].role) == ("k1", "acme", "user")
     assert [k.key for k in parse_keys(" a , b ,")] == ["a", "b"]
-    assert parse_keys("a")[0].tenant == ""
+    # A key grants only what its entry says: no role is a user, no tenant is "default".
+    assert (parse_keys("a")[0].tenant, parse_keys("a")[0].role) == ("default", "user")
+    bare = parse_keys(json.dumps([{"key": "k2"}]))[0]
+    assert (bare.tenant, bare.role, bare.principal_id) == ("default", "user", "")
+    assert parse_keys(json.dumps([{"key": "k3", "tenant": "*"}]))[0].tenant == "*"
 
 
 @pytest.mark.parametrize("raw", ["[{", '[{"tenant": "x"}]'])
@@ -67,14 +71,34 @@ def test_bound_key_cannot_act_for_another_tenant():
     assert info.value.status == 403 and info.value.message == "tenant access denied"
 
 
-def test_unbound_key_takes_the_header_tenant_or_default():
-    auth = Authenticator(parse_keys("k"))
+def test_any_tenant_key_takes_the_header_tenant_or_default():
+    auth = Authenticator(parse_keys(json.dumps([{"key": "k", "tenant": "*"}])))
     assert auth.authenticate({"authorization": "Bearer k", "x-tenant-id": "t1"}).tenant == "t1"
     assert auth.authenticate({"x-api-key": "k"}).tenant == "default"
+    # "*" is the key's reach, not a tenant to act in.
+    with pytest.raises(ApiError) as info:
+        auth.authenticate({"x-api-key": "k", "x-tenant-id": "*"})
+    assert info.value.status == 403
+
+
+@pytest.mark.parametrize("keys", ["k", json.dumps([{"key": "k", "role": "user"}])])
+def test_key_without_tenant_is_bound_to_default(keys):
+    auth = Authenticator(parse_keys(keys))
+    assert auth.authenticate({"x-api-key": "k"}).tenant == "default"
+    assert auth.authenticate({"x-api-key": "k", "x-tenant-id": "default"}).tenant == "default"
+    for header in ("x-tenant-id", "x-cordum-tenant"):
+        with pytest.raises(ApiError) as info:
+            auth.authenticate({"x-api-key": "k", header: "t1"})
+        assert info.value.status == 403
+
+
+def test_single_key_is_a_user_of_the_default_tenant():
+    (key,) = load_keys({"CORDUM_API_KEY": " single "})
+    assert (key.key, key.tenant, key.role) == ("single", "default", "user")
 
 
 def test_cordum_tenant_header_is_used_only_without_x_tenant_id():
-    auth = Authenticator(parse_keys("k"))
+    auth = Authenticator(parse_keys(json.dumps([{"key": "k", "tenant": "*"}])))
     assert auth.authenticate({"x-api-key": "k", "x-cordum-tenant": "t2"}).tenant == "t2"
     # cordum-sdk sends both; a per-call X-Tenant-ID override makes them differ: it wins.
     both = {"x-api-key": "k", "x-tenant-id": "t1", "x-cordum-tenant": "t2"}
@@ -116,6 +140,9 @@ def test_principal_carries_a_stable_non_secret_key_id():
     assert who.key_id == key_id(OLD_KEY) == auth.authenticate({"x-api-key": OLD_KEY}).key_id
     assert who.key_id != auth.authenticate({"x-api-key": NEW_KEY}).key_id
     assert who.key_id not in OLD_KEY
+    # A key without a principal_id is named by its key id.
+    assert auth.authenticate({"x-api-key": NEW_KEY}).principal_id == f"key:{key_id(NEW_KEY)}"
+    assert auth.authenticate({"x-api-key": NEW_KEY}).role == "user"
     # Code that builds a Principal itself keeps working.
     assert Principal(tenant="t", role="admin", principal_id="").key_id == ""
 

@@ -41,20 +41,20 @@ class FakeSaga:
                  ) -> None:
         self.report = report
         self.error = error
-        self.calls: list[tuple[str, float | None]] = []
+        self.calls: list[tuple[str, str, float | None]] = []
 
-    async def rollback(self, workflow_id: str, *, deadline: float | None = None
+    async def rollback(self, tenant: str, workflow_id: str, *, deadline: float | None = None
                        ) -> RollbackReport:
-        self.calls.append((workflow_id, deadline))
+        self.calls.append((tenant, workflow_id, deadline))
         if self.error is not None:
             raise self.error
-        return self.report or RollbackReport(workflow_id)
+        return self.report or RollbackReport(workflow_id, tenant=tenant)
 
 
 # ---------------------------------------------------------------- Lambda trigger
 
 
-def test_lambda_trigger_invokes_the_function_asynchronously_with_the_workflow_id():
+def test_lambda_trigger_invokes_the_function_asynchronously_with_tenant_and_workflow():
     client = lambda_client()
     trigger = LambdaRollbackTrigger("cordum-saga-rollback", client=client)
     with Stubber(client) as stub:
@@ -62,8 +62,9 @@ def test_lambda_trigger_invokes_the_function_asynchronously_with_the_workflow_id
             "invoke", {"StatusCode": 202},
             expected_params={"FunctionName": "cordum-saga-rollback",
                              "InvocationType": "Event",
-                             "Payload": json.dumps({"workflow_id": "wf-1"}).encode()})
-        run(trigger.trigger("wf-1"))
+                             "Payload": json.dumps({"tenant": "acme",
+                                                    "workflow_id": "wf-1"}).encode()})
+        run(trigger.trigger("acme", "wf-1"))
         stub.assert_no_pending_responses()
 
 
@@ -74,7 +75,7 @@ def test_lambda_trigger_reports_a_failed_invoke():
         stub.add_client_error("invoke", service_error_code="TooManyRequestsException",
                               http_status_code=429)
         with pytest.raises(RollbackTriggerError, match="wf-1"):
-            run(trigger.trigger("wf-1"))
+            run(trigger.trigger("acme", "wf-1"))
 
 
 def test_lambda_trigger_rejects_an_unexpected_status():
@@ -83,7 +84,7 @@ def test_lambda_trigger_rejects_an_unexpected_status():
     with Stubber(client) as stub:
         stub.add_response("invoke", {"StatusCode": 200})
         with pytest.raises(RollbackTriggerError, match="status 200"):
-            run(trigger.trigger("wf-1"))
+            run(trigger.trigger("acme", "wf-1"))
 
 
 def test_lambda_client_is_created_lazily_and_shared(monkeypatch):
@@ -103,20 +104,20 @@ def test_in_process_trigger_runs_the_rollback_with_its_bound():
     saga = FakeSaga()
     trigger = InProcessRollbackTrigger(saga)
     before = time.monotonic()
-    run(trigger.trigger("wf-1"))
-    (workflow_id, deadline), = saga.calls
-    assert workflow_id == "wf-1"
+    run(trigger.trigger("acme", "wf-1"))
+    (tenant, workflow_id, deadline), = saga.calls
+    assert (tenant, workflow_id) == ("acme", "wf-1")
     assert deadline is not None and before + 29 < deadline <= time.monotonic() + 30
 
 
 def test_in_process_trigger_reports_a_rollback_that_failed_or_stopped():
     failing = InProcessRollbackTrigger(FakeSaga(error=RuntimeError("nats down")))
     with pytest.raises(RollbackTriggerError, match="nats down"):
-        run(failing.trigger("wf-1"))
+        run(failing.trigger("acme", "wf-1"))
     stopped = RollbackReport("wf-1", stopped="deadline", remaining=3)
     partial = InProcessRollbackTrigger(FakeSaga(report=stopped))
     with pytest.raises(RollbackTriggerError, match="3 compensation"):
-        run(partial.trigger("wf-1"))
+        run(partial.trigger("acme", "wf-1"))
 
 
 def test_default_trigger_follows_the_environment():
@@ -149,7 +150,8 @@ def handler_module(monkeypatch):
     return use
 
 
-@pytest.mark.parametrize("event", [{}, {"workflow_id": ""}, {"workflow_id": 7}, None])
+@pytest.mark.parametrize("event", [{}, {"workflow_id": ""}, {"workflow_id": 7}, None,
+                                   {"tenant": "acme"}])
 def test_handler_answers_an_event_without_workflow_id(handler_module, event):
     saga = FakeSaga()
     module = handler_module(saga)
@@ -157,16 +159,26 @@ def test_handler_answers_an_event_without_workflow_id(handler_module, event):
     assert saga.calls == []
 
 
+@pytest.mark.parametrize("event", [{"workflow_id": "wf-1"}, {"workflow_id": "wf-1", "tenant": " "},
+                                   {"workflow_id": "wf-1", "tenant": 7}])
+def test_handler_answers_an_event_without_tenant(handler_module, event):
+    # An event of the earlier shape names no tenant: no saga can be meant by it.
+    saga = FakeSaga()
+    module = handler_module(saga)
+    assert module.handler(event, Context(60_000)) == {"error": "tenant required"}
+    assert saga.calls == []
+
+
 def test_handler_returns_the_counts_and_bounds_the_rollback_by_the_invocation(handler_module):
-    report = RollbackReport("wf-1", dispatched=["comp-a", "comp-b"], denied=1)
+    report = RollbackReport("wf-1", tenant="acme", dispatched=["comp-a", "comp-b"], denied=1)
     saga = FakeSaga(report=report)
     module = handler_module(saga)
     before = time.monotonic()
-    out = module.handler({"workflow_id": " wf-1 "}, Context(60_000))
-    assert out == {"workflow_id": "wf-1", "acquired": True, "dispatched": 2, "denied": 1,
-                   "broken": 0, "remaining": 0, "stopped": ""}
-    (workflow_id, deadline), = saga.calls
-    assert workflow_id == "wf-1"
+    out = module.handler({"tenant": "acme", "workflow_id": " wf-1 "}, Context(60_000))
+    assert out == {"workflow_id": "wf-1", "tenant": "acme", "acquired": True, "dispatched": 2,
+                   "denied": 1, "broken": 0, "remaining": 0, "stopped": ""}
+    (tenant, workflow_id, deadline), = saga.calls
+    assert (tenant, workflow_id) == ("acme", "wf-1")
     assert before + 60 - module.END_MARGIN_S - 1 < deadline <= before + 60 - module.END_MARGIN_S + 1
 
 
@@ -174,4 +186,4 @@ def test_handler_raises_when_compensations_are_left_so_lambda_retries(handler_mo
     module = handler_module(FakeSaga(report=RollbackReport("wf-1", stopped="deadline",
                                                            remaining=2)))
     with pytest.raises(module.RollbackIncomplete):
-        module.handler({"workflow_id": "wf-1"}, Context(60_000))
+        module.handler({"tenant": "acme", "workflow_id": "wf-1"}, Context(60_000))

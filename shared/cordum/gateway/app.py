@@ -3,10 +3,18 @@
 Each area of the API is a Router in ``cordum.gateway.routes``. Domain errors
 become HTTP answers here, in one place; routes only authenticate, parse and
 call a service.
+
+Every answer is the gateway's own, with an ``X-Request-Id``: an exception that
+left ``handle`` would reach the caller as API Gateway's bare 502. So a request
+path or body that is not text the routes can take (control characters, not UTF-8)
+is refused before routing, and anything unexpected becomes a 500 ``internal_error``
+whose detail is only in the log, under the request id.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +22,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from pydantic import ValidationError
 
 from cordum.gateway.errors import ApiError
-from cordum.gateway.http import json_response
+from cordum.gateway.http import body_text, check_path, json_response
 from cordum.gateway.routes import approvals as approval_routes
 from cordum.gateway.routes import dlq as dlq_routes
 from cordum.gateway.routes import docs as doc_routes
@@ -25,6 +33,10 @@ from cordum.metrics import METRICS
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
+
+log = logging.getLogger(__name__)
+
+INTERNAL_ERROR = {"error": "internal error", "code": "internal_error", "status": 500}
 
 app = APIGatewayRestResolver()
 
@@ -56,12 +68,50 @@ def _not_found(exc: Exception) -> Response:
     return json_response(404, {"error": "not found", "code": "not_found", "status": 404})
 
 
-def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+@app.exception_handler(Exception)
+def _unexpected(exc: Exception) -> Response:
+    log.error("unhandled error, request %s", request_id(app.current_event.raw_event),
+              exc_info=exc)
+    return json_response(500, INTERNAL_ERROR)
+
+
+def request_id(event: dict[str, Any]) -> str:
+    """The id API Gateway gave the request (``handle`` fills one in when it has none)."""
+    seen = event.get("requestContext")
+    return str(seen.get("requestId") or "") if isinstance(seen, dict) else ""
+
+
+def _error(status: int, body: dict[str, Any]) -> dict[str, Any]:
+    """A proxy response built without the resolver, shaped as the resolver's are."""
+    return {"statusCode": status, "body": json.dumps(body, separators=(",", ":")),
+            "isBase64Encoded": False, "multiValueHeaders": {"Content-Type": ["application/json"]}}
+
+
+def _resolve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
-        response = app.resolve(event, context)
-    finally:
+        check_path(event.get("path"))
+        text = body_text(event)
+    except ApiError as exc:
+        return _error(exc.status, exc.body())
+    # The routes read the body as the UTF-8 text it now is, however it arrived.
+    return app.resolve({**event, "body": text, "isBase64Encoded": False}, context)
+
+
+def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    rid = request_id(event) or uuid.uuid4().hex
+    # The id goes into the event, so the log line of a failure names the one the caller sees.
+    seen = event.get("requestContext")
+    event = {**event, "requestContext": {**(seen if isinstance(seen, dict) else {}),
+                                         "requestId": rid}}
+    try:
+        response = _resolve(event, context)
+    except Exception:  # what the resolver lets through: a bare 502 otherwise
+        log.exception("unhandled error, request %s", rid)
+        response = _error(500, INTERNAL_ERROR)
+    try:
         METRICS.flush()  # submit-time decisions, idempotent repeats, ...
+    except Exception:
+        log.exception("metrics flush failed, request %s", rid)
     # Every answer, errors and 404s included, carries the id a caller quotes to us.
-    request_id = (event.get("requestContext") or {}).get("requestId") or uuid.uuid4().hex
-    response.setdefault("multiValueHeaders", {})["X-Request-Id"] = [request_id]
+    response.setdefault("multiValueHeaders", {})["X-Request-Id"] = [rid]
     return response

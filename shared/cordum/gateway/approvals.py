@@ -1,7 +1,8 @@
 """Human approval of gated jobs: list, approve, reject.
 
 The safety kernel sends a job to APPROVAL_REQUIRED; it waits there, in
-``job:index:approval_required``, until a person decides. An approval is bound
+``job:index:approval_required`` (the list reads the tenant's own share of it,
+``store.jobs.tenant_index_key``), until a person decides. An approval is bound
 to what the kernel judged: the exact request (the job hash in
 ``safety_job_hash``) and the policy snapshot (``safety_snapshot``). Approving
 moves the job back to PENDING, rewrites its stored request with the approval
@@ -15,7 +16,7 @@ decision never crosses a scheduling pass of the same job::
     t=0     API: SET NX cordum:scheduler:job:<id> (TTL 10 s) + read job:meta
     t=0.1   engine: the re-published request arrives, waits for the lock
     t=0.2   API: PENDING + approval fields, job:req rewritten, published, released
-    t=0.2   engine: gets the lock, sees PENDING and approval_granted: dispatches
+    t=0.2   engine: gets the lock, sees PENDING and the approval record: dispatches
 
 A gateway that dies while holding the lock blocks the job for at most the
 TTL (10 s); the renewal keeps it while a slow call is still running.
@@ -36,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from cordum import protocol, runtime
 from cordum.gateway.errors import ApiError
 from cordum.gateway.views import json_object, rfc3339
+from cordum.scheduler.approval import APPROVED, HASH_FIELD, SNAPSHOT_FIELD
 from cordum.scheduler.errorcodes import error_code_enum
 from cordum.scheduler.errors import RetryAfter
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
@@ -45,9 +47,9 @@ from cordum.store.jobs import (
     TERMINAL_STATES,
     JobState,
     decode_labels,
-    index_key,
     meta_key,
     now_us,
+    tenant_index_key,
 )
 from cordum.store.locks import JobLocks, LockPolicy
 
@@ -63,7 +65,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-APPROVED = "APPROVED"
 REJECTED = "REJECTED"
 PENDING = "PENDING"
 
@@ -274,6 +275,13 @@ def decision_of(meta: Mapping[str, str]) -> str:
     return status
 
 
+APPROVAL_ITEM_FIELDS = ("tenant", "state", "topic", "updated_at", "approval_status",
+                        "safety_snapshot", "safety_rule_id", "safety_reason",
+                        "safety_constraints", "safety_checked_at", "approval_decided_at",
+                        "approved_by", "safety_decision")
+"""The meta fields :func:`approval_item` reads: all a list page fetches of a job."""
+
+
 def approval_item(job_id: str, meta: Mapping[str, str], gated_at_us: int) -> dict[str, Any]:
     """An ApprovalItem (gateway-api.md), plus the kernel's verdict as ``safety_decision``."""
     decision = decision_of(meta)
@@ -357,22 +365,27 @@ class ApprovalService:
         self._locks = locks or JobLocks(redis, API_LOCK)
 
     async def list(self, who: Principal, limit: int, cursor: str) -> dict[str, Any]:
-        """The caller's tenant's jobs waiting for approval, newest first."""
+        """The caller's tenant's jobs waiting for approval, newest first.
+
+        Reads the tenant's own index and only the meta fields an item shows, so a
+        page costs the same whatever other tenants store.
+        """
 
         async def views(rows: Sequence[Row]) -> list[dict[str, Any] | None]:
-            metas = await read_pipeline(
-                self._redis, lambda p: [p.hgetall(meta_key(job_id)) for job_id, _ in rows])
+            metas = await read_pipeline(self._redis, lambda p: [
+                p.hmget(meta_key(job_id), *APPROVAL_ITEM_FIELDS) for job_id, _ in rows])
             out: list[dict[str, Any] | None] = []
-            for (job_id, score), raw in zip(rows, metas, strict=True):
-                meta = {_text(k): _text(v) for k, v in raw.items()}
+            for (job_id, score), values in zip(rows, metas, strict=True):
+                meta = {name: _text(v) for name, v in
+                        zip(APPROVAL_ITEM_FIELDS, values, strict=True) if v is not None}
                 waiting = meta.get("state") == JobState.APPROVAL_REQUIRED
                 mine = meta.get("tenant") == who.tenant
                 out.append(approval_item(job_id, meta, score) if waiting and mine else None)
             return out
 
         items, next_cursor = await page_newest_first(
-            self._redis, index_key(JobState.APPROVAL_REQUIRED), parse_cursor(cursor), limit,
-            views)
+            self._redis, tenant_index_key(who.tenant, JobState.APPROVAL_REQUIRED),
+            parse_cursor(cursor), limit, views)
         return {"items": items, "next_cursor": next_cursor}
 
     async def approve(self, who: Principal, job_id: str, body: ApprovalDecisionRequest,
@@ -441,7 +454,9 @@ class ApprovalService:
     @staticmethod
     def _not_self(who: Principal, meta: Mapping[str, str], message: str) -> None:
         # Separation of duties: whoever submitted the job cannot decide about it.
-        if who.principal_id and who.principal_id == meta.get("principal", ""):
+        # The gateway names every key (principal_id, else key:<key id>); a caller
+        # without a name could be anyone, the submitter included.
+        if not who.principal_id or who.principal_id == meta.get("principal", ""):
             raise ApiError(403, message, "self_approval_denied")
 
     @staticmethod
@@ -487,7 +502,7 @@ class ApprovalService:
     def _record(who: Principal, body: ApprovalDecisionRequest, status: str) -> dict[str, str]:
         return {
             "approval_status": status,
-            "approved_by": who.principal_id or "system/unknown",
+            "approved_by": who.principal_id,  # never empty: _not_self refused that
             "approval_reason": body.reason,
             "approval_note": body.note,
             "approval_decided_at": str(now_us()),
@@ -512,11 +527,13 @@ class ApprovalService:
     async def _grant(self, who: Principal, job_id: str, meta: Mapping[str, str],
                      req: protocol.JobRequest, body: ApprovalDecisionRequest, snapshot: str,
                      lease: Lease) -> dict[str, Any]:
-        """PENDING first, then the request with its approval labels, then the publish.
+        """PENDING with the approval record first, then the request with its approval
+        labels, then the publish.
 
-        In this order a failure anywhere leaves a safe job: PENDING with the old
-        request goes back to the kernel (and to APPROVAL_REQUIRED) when replayed;
-        an approved request not yet published is dispatched by the replayer.
+        The record (status, approved snapshot and job hash, in the meta under the
+        job lock) is what the engine honours; the labels only tell workers. A
+        failed request write undoes the record; an approved job not yet published
+        is dispatched by the replayer.
         """
         from google.protobuf import json_format
 
@@ -532,6 +549,7 @@ class ApprovalService:
         req.labels.update(approval_labels)
         labels = {**decode_labels(meta), **approval_labels}
         fields = {**self._record(who, body, APPROVED),
+                  SNAPSHOT_FIELD: snapshot, HASH_FIELD: meta.get("safety_job_hash", ""),
                   "labels": json.dumps(labels, separators=(",", ":"))}
         await self._transition(job_id, JobState.PENDING, fields, lease)
         try:
@@ -555,7 +573,7 @@ class ApprovalService:
     async def _undo_grant(self, job_id: str, meta: Mapping[str, str]) -> None:
         fields = {"approval_status": "", "approved_by": "", "approval_reason": "",
                   "approval_note": "", "approval_decided_at": "",
-                  "labels": meta.get("labels", "{}")}
+                  SNAPSHOT_FIELD: "", HASH_FIELD: "", "labels": meta.get("labels", "{}")}
         try:
             await self._store.transition(job_id, [JobState.APPROVAL_REQUIRED],
                                          only_from=(JobState.PENDING,), fields=fields)

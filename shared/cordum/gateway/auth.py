@@ -1,11 +1,18 @@
 """API keys: X-API-Key or ``Authorization: Bearer <key>``, each bound to a tenant and role.
 
 Keys come from CORDUM_API_KEYS (a JSON array of ``{"key", "tenant", "role",
-"principal_id"}`` or a comma-separated list of plain keys, which are not bound
-to a tenant), CORDUM_API_KEY, the file named by CORDUM_API_KEYS_PATH, the SSM
-SecureString parameter named by CORDUM_API_KEYS_SSM_PARAMETER and the Secrets
-Manager secret named by CORDUM_API_KEYS_SECRET_ARN (both holding the same JSON);
-keys from every configured source are accepted.
+"principal_id"}`` or a comma-separated list of plain keys), CORDUM_API_KEY, the
+file named by CORDUM_API_KEYS_PATH, the SSM SecureString parameter named by
+CORDUM_API_KEYS_SSM_PARAMETER and the Secrets Manager secret named by
+CORDUM_API_KEYS_SECRET_ARN (both holding the same JSON); keys from every
+configured source are accepted.
+
+A key grants only what its entry says. Without ``role`` it is a ``user``;
+without ``tenant`` it is bound to tenant ``default``, and only ``"tenant": "*"``
+lets it act for any tenant. Plain keys (a comma-separated list, CORDUM_API_KEY)
+are users of tenant ``default``. The caller's identity (``Principal.principal_id``:
+who submitted a job, who approved it) is the entry's ``principal_id``, else
+``key:<key id>``; nothing in a request body can change it.
 
 A :class:`KeyRing` keeps the loaded keys for the container and reads them again
 after CORDUM_API_KEYS_TTL_S, so a rotated key takes effect without a redeploy.
@@ -30,6 +37,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 DEFAULT_TENANT = "default"
+ANY_TENANT = "*"
+"""The tenant of a key that may act for every tenant (named explicitly, never a default)."""
+DEFAULT_ROLE = "user"
+"""The role of a key entry that names none: the least a key that submits jobs needs."""
 
 KEYS_VAR = "CORDUM_API_KEYS"
 KEY_VAR = "CORDUM_API_KEY"
@@ -53,14 +64,20 @@ def key_id(key: str) -> str:
 @dataclass(frozen=True, slots=True)
 class ApiKey:
     key: str = field(repr=False)
-    tenant: str = ""
-    """The tenant the key is bound to; "" lets the key act for any tenant."""
-    role: str = "admin"
+    tenant: str = DEFAULT_TENANT
+    """The tenant the key is bound to; :data:`ANY_TENANT` lets it act for any tenant
+    ("" counts as :data:`DEFAULT_TENANT`)."""
+    role: str = DEFAULT_ROLE
     principal_id: str = ""
 
     @property
     def key_id(self) -> str:
         return key_id(self.key)
+
+    @property
+    def identity(self) -> str:
+        """Who the key's caller is: its ``principal_id``, else ``key:<key id>``."""
+        return self.principal_id or f"key:{self.key_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +85,7 @@ class Principal:
     tenant: str
     role: str
     principal_id: str
+    """The caller's identity (:attr:`ApiKey.identity` of its key): submitter and approver."""
     key_id: str = ""
     """:func:`key_id` of the key that authenticated the caller."""
 
@@ -105,9 +123,9 @@ def parse_keys(raw: str, source: str = KEYS_VAR) -> list[ApiKey]:
             keys.append(
                 ApiKey(
                     key=str(entry["key"]).strip(),
-                    tenant=str(entry.get("tenant") or ""),
-                    role=str(entry.get("role") or "admin"),
-                    principal_id=str(entry.get("principal_id") or ""),
+                    tenant=str(entry.get("tenant") or "").strip() or DEFAULT_TENANT,
+                    role=str(entry.get("role") or "").strip() or DEFAULT_ROLE,
+                    principal_id=str(entry.get("principal_id") or "").strip(),
                 )
             )
         return keys
@@ -284,11 +302,17 @@ class KeyRing:
                         reason, len(self._keys))
 
 
+def bound_tenant(key: ApiKey) -> str:
+    """The tenant ``key`` acts for, or :data:`ANY_TENANT`."""
+    return key.tenant.strip() or DEFAULT_TENANT
+
+
 def resolve_tenant(headers: Mapping[str, str], key: ApiKey) -> str:
     """X-Tenant-ID, else X-Cordum-Tenant, else the key's tenant, else "default"."""
+    bound = bound_tenant(key)
     return (headers.get(TENANT_HEADER, "").strip()
             or headers.get(CORDUM_TENANT_HEADER, "").strip()
-            or key.tenant or DEFAULT_TENANT)
+            or (DEFAULT_TENANT if bound == ANY_TENANT else bound))
 
 
 class Authenticator:
@@ -322,7 +346,9 @@ class Authenticator:
         if key is None:
             raise unauthorized()
         tenant = resolve_tenant(headers, key)
-        if key.tenant and tenant != key.tenant:
+        bound = bound_tenant(key)
+        # "*" names the key's reach, never a tenant a request may act in.
+        if tenant == ANY_TENANT or (bound != ANY_TENANT and tenant != bound):
             raise ApiError(403, "tenant access denied")
-        return Principal(tenant=tenant, role=key.role, principal_id=key.principal_id,
-                         key_id=key.key_id)
+        return Principal(tenant=tenant, role=key.role or DEFAULT_ROLE,
+                         principal_id=key.identity, key_id=key.key_id)

@@ -109,13 +109,17 @@ def entry_view(job_id: str, entry: Mapping[str, Any], meta: Mapping[str, str],
 
 def retry_request(original: protocol.JobRequest | None, new_id: str, topic: str, tenant: str,
                   meta: Mapping[str, str], context_ptr: str,
-                  failed_id: str) -> protocol.JobRequest:
-    """The failed job's request under a new id, marked as a retry of it."""
+                  failed_id: str, principal_id: str) -> protocol.JobRequest:
+    """The failed job's request under a new id, marked as a retry of it.
+
+    ``principal_id`` is whoever retries: a retry is their submission, so they
+    cannot approve it should the policy gate it (separation of duties).
+    """
     req = protocol.JobRequest()
     if original is not None:
         req.CopyFrom(original)
     req.job_id, req.topic, req.context_ptr, req.tenant_id = new_id, topic, context_ptr, tenant
-    req.principal_id = meta.get("principal") or req.principal_id
+    req.principal_id = principal_id
     for key in list(req.labels):
         if key.startswith(DROPPED_LABEL_PREFIXES) or key in DROPPED_LABELS:
             del req.labels[key]
@@ -185,7 +189,8 @@ class DlqService:
             trace_id = f"dlq-retry-{job_id}"
             # Without its payload (gone after 24 h) the job is sent without a context.
             ptr = protocol.pointer(protocol.context_key(new_id)) if context is not None else ""
-            req = retry_request(original, new_id, topic, tenant, meta, ptr, job_id)
+            req = retry_request(original, new_id, topic, tenant, meta, ptr, job_id,
+                                who.principal_id)
             fields = {name: meta.get(name, "") for name in COPIED_META}
             fields.update({"labels": json.dumps(dict(req.labels), separators=(",", ":")),
                            "priority": str(req.priority), "principal": req.principal_id,

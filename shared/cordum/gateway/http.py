@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 
@@ -16,6 +21,15 @@ if TYPE_CHECKING:
     from cordum.gateway.auth import Principal
 
 ADMIN = "admin"
+
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of objects and arrays a request body may have."""
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -41,18 +55,71 @@ def require_role(who: Principal, *roles: str) -> None:
         raise ApiError(403, "forbidden", "forbidden")
 
 
+def _invalid(message: str) -> ApiError:
+    return ApiError(400, message, "invalid_request")
+
+
+def check_path(path: object) -> None:
+    """400 when the request path holds a control character, raw or percent-encoded:
+    ids taken from it end up in keys, logs and headers."""
+    text = path if isinstance(path, str) else ""
+    if _CONTROL.search(text) or _CONTROL.search(unquote(text)):
+        raise _invalid("path contains a control character")
+
+
+def body_text(raw_event: dict[str, Any]) -> str | None:
+    """The request body as text that is valid UTF-8; a base64 body
+    (``isBase64Encoded``) is decoded first. 400 for anything else."""
+    raw = raw_event.get("body")
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise _invalid("request body must be text")
+    if raw_event.get("isBase64Encoded"):
+        try:
+            data = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            raise _invalid("request body is not valid base64") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _invalid("request body is not valid UTF-8") from None
+    try:
+        raw.encode("utf-8")  # a lone surrogate is text Python holds but no UTF-8
+    except UnicodeEncodeError:
+        raise _invalid("request body is not valid UTF-8") from None
+    return raw
+
+
+def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether objects and arrays in ``text`` nest deeper than ``limit``, found without
+    recursion (the JSON decoder recurses once per level and would overflow first)."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
+
+
 def json_body(event: BaseProxyEvent, *, required: bool = True) -> dict[str, Any]:
+    """The body as a JSON object: 400 unless it is one, at most :data:`MAX_JSON_DEPTH`
+    levels deep, with every string valid UTF-8."""
     raw = event.body
     if not raw:
         if not required:
             return {}
-        raise ApiError(400, "request body is required", "invalid_request")
+        raise _invalid("request body is required")
+    if json_too_deep(raw):
+        raise _invalid(f"request body is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
     try:
         body = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ApiError(400, "request body is not valid JSON", "invalid_json") from None
     if not isinstance(body, dict):
-        raise ApiError(400, "request body must be a JSON object", "invalid_request")
+        raise _invalid("request body must be a JSON object")
+    if _SURROGATE_ESCAPE.search(raw):
+        try:
+            # "\ud800" escapes decode to a lone surrogate, which no store can write.
+            json.dumps(body, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise _invalid("request body is not valid UTF-8") from None
     return body
 
 

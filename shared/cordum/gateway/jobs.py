@@ -19,7 +19,7 @@ from cordum.gateway import queries, submit_policy
 from cordum.gateway.errors import ApiError
 from cordum.gateway.models import PRIORITIES
 from cordum.gateway.submit_policy import DENIED_CODE, Outcome, PolicyDenied
-from cordum.gateway.views import job_detail, json_or_text
+from cordum.gateway.views import job_detail, json_or_text, served_result_ptr
 from cordum.metrics import METRICS
 from cordum.store.errors import StoreError
 from cordum.store.jobs import META_TTL_S, JobState, NewJob
@@ -250,6 +250,10 @@ class JobService:
         """
         if body.tenant_id and body.tenant_id != principal.tenant:
             raise ApiError(403, "tenant access denied")
+        if body.principal_id and body.principal_id != principal.principal_id:
+            # Only the key says who submits: the approval check compares with this.
+            raise ApiError(403, "principal_id does not match the API key's principal",
+                           "principal_mismatch")
         tenant = principal.tenant
         key = idempotency_key or body.idempotency_key
         if key != body.idempotency_key:
@@ -278,7 +282,7 @@ class JobService:
     async def _accept(self, principal: Principal, body: SubmitJobRequest, job_id: str,
                       trace_id: str, claim: str) -> Submitted:
         tenant = principal.tenant
-        req = build_request(body, job_id, tenant, body.principal_id or principal.principal_id)
+        req = build_request(body, job_id, tenant, principal.principal_id)
         decision = await self._policy.decide(req, tenant,
                                              payload=context_json(body, tenant).encode())
         verdict = decision.verdict
@@ -411,8 +415,12 @@ class JobService:
         return meta
 
     async def get(self, principal: Principal, job_id: str) -> dict[str, Any]:
+        from cordum.config import settings
+
         meta = await self._owned_meta(principal, job_id)
-        result_ptr = meta.get("result_ptr") or None
+        # Read only when it may be served: SUCCEEDED, own pointer, output decision final.
+        result_ptr = served_result_ptr(job_id, meta,
+                                       output_policy=settings().output_policy_enabled)
         result: Any = None
         if result_ptr:
             try:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cordum.config import ConfigError
+from cordum.gateway.errors import ApiError
+from cordum.labels import has_control_chars, is_reserved_label
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -22,6 +24,12 @@ MAX_LABELS = 50
 MAX_LABEL_KEY = 256
 MAX_LABEL_VALUE = 4096
 MAX_TAGS = 50
+MAX_LIST_ITEM_CHARS = 256
+"""Each item of ``risk_tags``, ``requires`` and ``tags``: the kernel matches them whole."""
+ID_FIELDS = ("adapter_id", "memory_id", "context_mode", "tenant_id", "principal_id",
+             "actor_id", "pack_id", "capability", "org_id", "team_id", "project_id")
+"""Body fields that name something: they end up in headers, logs and keys, so they
+carry no control characters."""
 MAX_IDEMPOTENCY_KEY_BYTES = 512
 """An idempotency key (header or body) is any non-empty string up to this many UTF-8 bytes."""
 
@@ -53,7 +61,17 @@ def idempotency_key_error(key: str) -> str | None:
     """Why ``key`` is no acceptable idempotency key (None when it is)."""
     if len(key.encode()) > MAX_IDEMPOTENCY_KEY_BYTES:
         return f"at most {MAX_IDEMPOTENCY_KEY_BYTES} bytes"
+    if has_control_chars(key):
+        return "must not contain control characters"
     return None
+
+
+class ReservedLabel(ApiError):
+    """400 for a label only the platform sets (an approval, a bypass, a workflow, ...)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(400, f"label {key[:64]} is reserved: the platform sets it",
+                         "reserved_label")
 
 
 class SubmitJobRequest(BaseModel):
@@ -95,29 +113,46 @@ class SubmitJobRequest(BaseModel):
             raise ValueError(problem)
         return key
 
+    @field_validator(*ID_FIELDS)
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if has_control_chars(value):
+            raise ValueError("must not contain control characters")
+        return value
+
+    @field_validator("risk_tags", "requires", "tags")
+    @classmethod
+    def _items(cls, items: list[str]) -> list[str]:
+        for i, item in enumerate(items):
+            if len(item) > MAX_LIST_ITEM_CHARS:
+                raise ValueError(f"item {i} longer than {MAX_LIST_ITEM_CHARS} characters")
+            if has_control_chars(item):
+                raise ValueError(f"item {i} contains control characters")
+        return items
+
     @field_validator("labels")
     @classmethod
     def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
         if len(labels) > MAX_LABELS:
             raise ValueError(f"at most {MAX_LABELS} labels")
-        kept = {}
         for key, value in labels.items():
             if len(key) > MAX_LABEL_KEY:
-                raise ValueError(f"label key longer than {MAX_LABEL_KEY}: {key[:40]}...")
+                raise ValueError(f"label key longer than {MAX_LABEL_KEY}: {key[:40]!r}...")
+            if has_control_chars(key):
+                raise ValueError(f"label key {key[:40]!r} contains control characters")
             if len(value) > MAX_LABEL_VALUE:
                 raise ValueError(f"label {key} value longer than {MAX_LABEL_VALUE}")
-            if key.startswith(("_governance.", "_ma.")):
-                raise ValueError(f"label {key} is reserved")
-            if key.startswith("_"):
-                continue  # system labels are set by the gateway, never by a caller
-            kept[key] = value
-        return kept
+            if is_reserved_label(key):
+                # Not a validation error: its own code, so a client can tell a label
+                # the platform writes (an approval, a bypass, ...) from a malformed one.
+                raise ReservedLabel(key)
+        return labels
 
     def fingerprint(self) -> str:
         """What makes two submits the same request, for idempotency conflicts.
 
-        The validated body (so ignored fields and stripped system labels do not
-        count) without the idempotency key itself, which may arrive in a header.
+        The validated body (so ignored fields do not count) without the
+        idempotency key itself, which may arrive in a header.
         """
         doc = self.model_dump(mode="json", exclude={"idempotency_key"})
         text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -2,35 +2,39 @@
 
 Job lists (``list_jobs``)
 -------------------------
-Every job sits in exactly one per-state index ``job:index:<state>`` (transition.lua
-moves it atomically), scored by the µs of its last state change; the scheduler
-also re-scores a waiting PENDING/SCHEDULED job when it looks at it again. Pages are
-newest first by that score, then by job id (descending, as Redis orders ties).
+Every job of a tenant sits in exactly one of the tenant's per-state indexes
+``job:tenant:index:<tenant>:<state>`` (``store.jobs.tenant_index_key``; the store's
+scripts move it atomically, together with Cordum's global ``job:index:<state>``),
+scored by the µs of its last state change. Pages are newest first by that score,
+then by job id (descending, as Redis orders ties). Only the caller's tenant's
+indexes are read, so what a page costs does not depend on what other tenants store.
 
-Where the candidates come from, most selective first:
+Where the candidates come from:
 
-* ``trace_id``: the set ``trace:<id>``, ordered by meta ``updated_at``. Exact.
-* ``state`` of an open job (PENDING ... RETRYING), when the tenant's set of open
-  jobs ``job:tenant:active:<tenant>`` or the index holds at most
-  :data:`INTERSECT_MAX` ids: ``ZINTER`` of the two, so no other tenant's job is
-  read. Exact.
-* ``state`` otherwise: that index alone, walked downwards. Exact.
-* no filter: the twelve per-state indexes walked together and merged by score.
-  Exact. ``job:recent``, which Cordum filters, is not used: it keeps only the last
-  1000 state changes of all tenants, so older jobs would vanish from the list.
+* ``trace_id``: ``ZINTER`` of the set ``trace:<id>`` with each of the tenant's
+  indexes (the one of ``state`` when given). Redis walks the smaller set of each
+  pair, and only the tenant's jobs of the trace come back. Exact.
+* ``state``: the tenant's index of that state, walked downwards. Exact.
+* no filter: the tenant's twelve per-state indexes walked together and merged by
+  score. Exact. ``job:recent``, which Cordum filters, is not used: it keeps only the
+  last 1000 state changes of all tenants, so older jobs would vanish from the list.
 
 Each batch of candidates costs one pipelined round trip for the index ranges and
-one for the meta (``HMGET`` of :data:`SUMMARY_FIELDS`); tenant, topic, team and
-trace are checked on the meta, so another tenant's job is never shown.
+one for the metas (``HMGET`` of :data:`SUMMARY_FIELDS`, never the whole meta);
+without a topic or team filter a batch is the page plus one. Tenant, state, topic,
+team and trace are checked on the meta, so a job that moved on is not shown.
 
 Best-effort, by design:
 
-* A request examines at most :data:`SCAN_BUDGET` candidates. A tenant whose jobs
-  are rare among the candidates gets a short page (possibly empty) with a
+* A request examines at most :data:`SCAN_BUDGET` candidates. A topic or team that
+  is rare among the tenant's jobs gives a short page (possibly empty) with a
   ``next_cursor`` to continue from; only ``next_cursor: null`` means the end.
 * A job that changes state while a client pages gets a newer score: if it was not
   listed yet, this traversal skips it. No job is ever listed twice.
-* Index entries outlive an expired meta (7 days); such entries are skipped.
+* Index entries outlive an expired meta (7 days); such entries are skipped. A
+  terminal index drops them whenever a job lands in it.
+* A job stored before the tenant indexes existed is listed from its next state
+  change on (until then it is in the global index only).
 
 Cursor: ``"<score>:<job id>"`` of the last job returned; the next page starts
 strictly after it, so jobs sharing one microsecond are neither lost nor repeated.
@@ -70,14 +74,12 @@ from cordum.scheduler.registry import SNAPSHOT_KEY, WorkerInfo, parse_snapshot
 from cordum.store.errors import StoreError
 from cordum.store.indexes import normalize_cutoff_us
 from cordum.store.jobs import (
-    OPEN_STATES,
     JobState,
     dlq_entry_key,
     events_key,
-    index_key,
     meta_key,
     request_key,
-    tenant_active_key,
+    tenant_index_key,
 )
 
 if TYPE_CHECKING:
@@ -92,11 +94,8 @@ DECISION_FIELDS = ("tenant", "safety_decision", "safety_reason", "safety_rule_id
 SCAN_BUDGET = 5000
 """Candidates one list request examines at most (see the module docstring)."""
 MIN_BATCH = 64
-"""Candidates read per round trip at least (twice the page size when that is more)."""
-INTERSECT_MAX = 10_000
-"""ZINTER of a state index and a tenant's open set is used up to this many ids."""
-TRACE_MAX = 5000
-"""A trace with more jobs than this is listed by walking the indexes instead."""
+"""Candidates read per round trip at least (twice the page size when that is more)
+when a topic or team filter may leave most of them out."""
 EVENTS_READ = 512
 """Events of a job read for started_at/completed_at (a job has a few dozen)."""
 INPUT_FAIL_OPEN_KEY = "cordum:scheduler:input_fail_open_total"
@@ -271,68 +270,34 @@ class _IndexWalk(_Candidates):
 
 
 class _Listed(_Candidates):
-    """Candidates known in full up front (an intersection, a trace)."""
+    """Candidates known in full up front (the tenant's jobs of a trace)."""
 
-    def __init__(self, redis: RedisReadProtocol, entries: list[Entry],
-                 known: dict[str, dict[str, str] | None] | None = None) -> None:
+    def __init__(self, redis: RedisReadProtocol, entries: list[Entry]) -> None:
         super().__init__(redis)
         self._entries = sorted(entries, reverse=True)
-        self._known = known
 
     async def batch(self, after: Position | None, count: int) -> tuple[list[Entry], bool]:
         rest = [e for e in self._entries if after is None or after.ahead(*e)]
         return rest[:count], len(rest) <= count
 
-    async def metas(self, ids: Sequence[str]) -> list[dict[str, str] | None]:
-        if self._known is None:
-            return await super().metas(ids)
-        return [self._known.get(i) for i in ids]
-
 
 async def _candidates(redis: RedisReadProtocol, flt: JobFilter) -> _Candidates:
+    states = [flt.state] if flt.state else list(JobState)
+    keys = [tenant_index_key(flt.tenant, s) for s in states]
     if flt.trace_id:
-        listed = await _trace(redis, flt)
-        if listed is not None:
-            return listed
-    if flt.state and flt.state in OPEN_STATES:
-        listed = await _open_in_state(redis, flt)
-        if listed is not None:
-            return listed
-    keys = [index_key(flt.state)] if flt.state else [index_key(s) for s in JobState]
+        return await _trace(redis, keys, flt)
     return _IndexWalk(redis, keys, flt)
 
 
-async def _trace(redis: RedisReadProtocol, flt: JobFilter) -> _Candidates | None:
-    key = f"trace:{flt.trace_id}"
+async def _trace(redis: RedisReadProtocol, keys: Sequence[str],
+                 flt: JobFilter) -> _Candidates:
+    trace = f"trace:{flt.trace_id}"
     pipe = redis.pipeline(transaction=False)
-    pipe.scard(key)
-    (size,) = await _execute(pipe)
-    if int(size) > TRACE_MAX:
-        return None
-    pipe = redis.pipeline(transaction=False)
-    pipe.smembers(key)
-    (members,) = await _execute(pipe)
-    ids = sorted(_text(m) for m in members)
-    known = dict(zip(ids, await _Candidates(redis).metas(ids), strict=True))
-    entries = [(int(m["updated_at"]), i) for i, m in known.items()
-               if m is not None and m.get("updated_at", "").isdigit()
-               and flt.in_window(int(m["updated_at"]))]
-    return _Listed(redis, entries, known)
-
-
-async def _open_in_state(redis: RedisReadProtocol, flt: JobFilter) -> _Candidates | None:
-    index, active = index_key(flt.state), tenant_active_key(flt.tenant)
-    pipe = redis.pipeline(transaction=False)
-    pipe.zcard(index)
-    pipe.scard(active)
-    index_size, active_size = await _execute(pipe)
-    if min(int(index_size), int(active_size)) > INTERSECT_MAX:
-        return None
-    pipe = redis.pipeline(transaction=False)
-    # A plain set scores 1 in ZINTER: weight 0 keeps the index score alone.
-    pipe.zinter({index: 1, active: 0}, withscores=True)
-    (rows,) = await _execute(pipe)
-    entries = [(int(score), _text(member)) for member, score in rows]
+    for key in keys:
+        # A plain set scores 1 in ZINTER: weight 0 keeps the index score alone.
+        pipe.zinter({key: 1, trace: 0}, withscores=True)
+    entries = [(int(score), _text(member))
+               for rows in await _execute(pipe) for member, score in rows]
     return _Listed(redis, [e for e in entries if flt.in_window(e[0])])
 
 
@@ -343,8 +308,11 @@ async def list_jobs(redis: RedisReadProtocol, flt: JobFilter, limit: int,
     found: list[tuple[Position, dict[str, Any]]] = []
     position = cursor
     examined = 0
+    # The tenant's index holds that tenant's jobs in that state: unless a topic or
+    # team leaves some out, every candidate read is shown.
+    wanted = max(2 * (limit + 1), MIN_BATCH) if flt.topic or flt.team else limit + 1
     while True:
-        count = min(max(2 * (limit + 1), MIN_BATCH), SCAN_BUDGET - examined)
+        count = min(wanted, SCAN_BUDGET - examined)
         entries, exhausted = await source.batch(position, count)
         metas = await source.metas([job_id for _, job_id in entries])
         for (score, job_id), meta in zip(entries, metas, strict=True):
@@ -553,8 +521,9 @@ async def status(redis: RedisReadProtocol, cfg: Settings, *, admin: bool,
                  keys: ReadKeys | None = None, now: float | None = None) -> dict[str, Any]:
     """StatusResponse, plus Cordum's admin extras when ``admin``.
 
-    Never fails for Redis or NATS trouble: what cannot be read reads as
-    disconnected, no workers, UNKNOWN breakers.
+    Where the gateway connects (URLs, hosts) is shown to admins only: to anyone else
+    it maps the network. Never fails for Redis or NATS trouble: what cannot be read
+    reads as disconnected, no workers, UNKNOWN breakers.
     """
     keys = keys or KEYS
     timeout = cfg.store_timeout_s
@@ -569,11 +538,13 @@ async def status(redis: RedisReadProtocol, cfg: Settings, *, admin: bool,
         "time": rfc3339_s(now),
         "uptime_seconds": round(time.monotonic() - STARTED_AT, 3),
         "build": build_info(),
-        "nats": {"connected": reach.nats_error is None, "url": redact_url(cfg.nats_url)},
-        "redis": {"connected": reach.redis_error is None, "url": redact_url(cfg.redis_url)},
+        "nats": {"connected": reach.nats_error is None},
+        "redis": {"connected": reach.redis_error is None},
         "workers": sum(1 for w in snapshot.workers if is_online(w, now)),
     }
     if admin:
+        body["nats"]["url"] = redact_url(cfg.nats_url)
+        body["redis"]["url"] = redact_url(cfg.redis_url)
         body["circuit_breakers"] = {"input": _breaker_view(input_state),
                                     "output": _breaker_view(output_state)}
         body["input_fail_open_total"] = fail_open

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
 from cordum.store.jobs import TERMINAL_STATES, JobState, decode_labels
+from cordum.store.results import is_result_pointer, redacted_pointer
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -184,14 +185,48 @@ _RUNNING = frozenset({JobState.RUNNING.value})
 _TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 
 
+OUTPUT_FINAL_PHASE = "async"
+"""The phase of the output decision record that ends the checks (the content scan)."""
+_WITHHELD = frozenset({"QUARANTINE", "DENY"})
+
+
+def served_result_ptr(job_id: str, meta: Mapping[str, str], *,
+                      output_policy: bool) -> str | None:
+    """The pointer whose content the API may serve as the job's result, else None.
+
+    Only a SUCCEEDED job's, once its output decision is final: the output policy
+    is off (``output_policy`` False and no decision recorded), or the content scan
+    recorded its decision (``output_safety``, written with the state). Between
+    SUCCEEDED and that record the content is unscanned. The pointer must be the
+    job's own result (or, after a REDACT, must be the redacted copy).
+    """
+    ptr = meta.get("result_ptr") or ""
+    if meta.get("state") != JobState.SUCCEEDED or not is_result_pointer(job_id, ptr):
+        return None
+    record = json_object(meta.get("output_safety"))
+    if record is None:
+        return None if output_policy else ptr
+    decision = str(record.get("decision", "")).upper()
+    if (record.get("phase") != OUTPUT_FINAL_PHASE or record.get("quarantined") is not False
+            or decision in _WITHHELD):
+        return None
+    if decision == "REDACT" and ptr != redacted_pointer(job_id):
+        return None
+    return ptr
+
+
 def job_detail(job_id: str, meta: dict[str, str], result_ptr: str | None,
                result: Any, extras: DetailExtras | None = None) -> dict[str, Any]:
     """JobDetail plus Cordum's extra fields.
 
     Without ``extras`` only the meta speaks: ``started_at`` is null and
     ``completed_at`` is the time a terminal job reached its current state.
+    ``result_ptr`` and ``result`` are what :func:`served_result_ptr` allowed; a job
+    that is not SUCCEEDED shows neither, whatever is passed.
     """
     state = meta.get("state", "")
+    if state != JobState.SUCCEEDED:
+        result_ptr, result = None, None
     attempts = int(meta.get("attempts") or 0)
     labels = decode_labels(meta)
     out: dict[str, Any] = {
@@ -214,9 +249,10 @@ def job_detail(job_id: str, meta: dict[str, str], result_ptr: str | None,
         "worker_id": meta.get("worker_id", ""),
         "decisions": safety_decisions(meta),
         "delegation": json_object(meta.get("delegation_lineage")) or {},
-        "workflow_id": meta.get("workflow_id") or labels.get("workflow_id", ""),
-        "run_id": meta.get("run_id") or labels.get("run_id", ""),
-        "step_id": meta.get("step_id") or labels.get("step_id", ""),
+        # What the platform recorded, never a label: labels are the submitter's words.
+        "workflow_id": meta.get("workflow_id", ""),
+        "run_id": meta.get("run_id", ""),
+        "step_id": meta.get("step_id", ""),
         "safety_decision": meta.get("safety_decision", ""),
         "safety_reason": meta.get("safety_reason", ""),
         "safety_rule_id": meta.get("safety_rule_id", ""),

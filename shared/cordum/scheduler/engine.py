@@ -19,10 +19,11 @@ from cordum import protocol, runtime
 from cordum.metrics import METRICS
 from cordum.safety.client import Decision, SafetyVerdict
 from cordum.safety.output_client import CONTENT_TIMEOUT_S
+from cordum.scheduler.approval import approval_binds
 from cordum.scheduler.constraints import apply_constraints, parse_constraints, safety_meta
 from cordum.scheduler.errorcodes import error_code_enum
 from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
-from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
+from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash
 from cordum.scheduler.output_check import (
     ASYNC_QUARANTINE_CODE,
     DECISION_TTL_S,
@@ -39,6 +40,7 @@ from cordum.store.jobs import (
     meta_key,
     now_us,
 )
+from cordum.store.results import is_worker_pointer, result_pointer
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -171,6 +173,24 @@ class Engine:
             METRICS.observe_ms("job_lock_wait", (time.monotonic() - started) * 1000)
             return await self._process(req, trace_id, started, lease.data)
 
+    @staticmethod
+    def _check_owner(req: protocol.JobRequest, tenant: str, meta: Mapping[str, str]) -> None:
+        """Refuse a request whose job id is stored with another tenant or topic.
+
+        The gateway, the approval and the replayer re-send a stored job with its
+        own tenant and topic; a packet that differs would take over (or fail)
+        someone else's job. Nothing of the job is touched and the record goes to
+        the queue's DLQ (``UnparseableRecord``), not under the job's id.
+        """
+        stored_tenant, stored_topic = meta.get("tenant", ""), meta.get("topic", "").strip()
+        if (stored_tenant and stored_tenant != tenant) or (stored_topic
+                                                          and stored_topic != req.topic):
+            METRICS.count("requests_rejected", reason="job_id_conflict")
+            log.error("refusing job request %s: tenant %r topic %r, the stored job has "
+                      "tenant %r topic %r", req.job_id, tenant, req.topic, stored_tenant,
+                      stored_topic)
+            raise UnparseableRecord(f"job {req.job_id} exists with another tenant or topic")
+
     async def _process(self, req: protocol.JobRequest, trace_id: str,
                        started: float | None = None,
                        meta: dict[str, str] | None = None) -> Outcome:
@@ -181,6 +201,7 @@ class Engine:
             except StoreError as exc:
                 # Fail closed: without the state a redelivery could dispatch twice.
                 raise RetryAfter(str(exc), RETRY_STORE_S) from exc
+        self._check_owner(req, tenant, meta)
         state = meta.get("state", "")
         if state in (JobState.DISPATCHED, JobState.RUNNING):
             return Outcome(job_id, "noop", state, "already dispatched")
@@ -190,10 +211,12 @@ class Engine:
                                         "redelivery_dlq_retry")
             return Outcome(job_id, "noop", state, "terminal")
         base = {"topic": req.topic, "tenant": tenant, "trace_id": trace_id}
-        workflow_id = req.workflow_id or req.labels.get("workflow_id", "")
-        if workflow_id:
+        workflow_id = req.workflow_id.strip()
+        if workflow_id and not meta.get("workflow_id"):
             # Returned by every later transition: the result path learns from it,
-            # without another read, that the job is a saga step.
+            # without another read, that the job is a saga step. Only the field
+            # (a label is the client's word), written once: a later packet cannot
+            # move the job into another saga.
             base["workflow_id"] = workflow_id
         attempts = int(meta.get("attempts") or 0)
         if not state:
@@ -282,21 +305,15 @@ class Engine:
                       meta: Mapping[str, str]) -> tuple[SafetyVerdict, dict[str, str]]:
         """The safety verdict for ``req`` and the job meta fields that record it.
 
-        An approved job skips the kernel only when the approval is bound to this
-        exact request (job hash) and, outside the approval-gate topics, to the
-        policy snapshot it was approved under.
+        A job skips the kernel only when its meta (read under the job lock) holds
+        an approval the approve endpoint recorded, bound to this exact request (job
+        hash) and, outside the approval-gate topics, to the policy snapshot it was
+        approved under. The request's own ``approval_*`` labels grant nothing:
+        whoever publishes on sys.job.submit can write them.
         """
         current_hash = job_hash(req)
         stored_hash = meta.get("safety_job_hash", "")
-        if (
-            req.labels.get("approval_granted") == "true"
-            and (meta.get("safety_decision") == Decision.REQUIRE_APPROVAL
-                 or meta.get("safety_approval_required") == "true")
-            and stored_hash == current_hash
-            and (req.topic in APPROVAL_GATE_TOPICS
-                 or snapshot_base(req.labels.get("approval_snapshot", ""))
-                 == snapshot_base(meta.get("safety_snapshot", "")))
-        ):
+        if approval_binds(meta, req.topic, current_hash):
             verdict = SafetyVerdict(
                 Decision.ALLOW, "approval granted", meta.get("safety_rule_id", ""),
                 meta.get("safety_snapshot", ""),
@@ -459,11 +476,19 @@ class Engine:
         except protocol.InvalidPacket as exc:
             log.warning("dropping job result %r: %s", res.job_id, exc)
             return Outcome(res.job_id, "dropped", detail=str(exc))
+        if res.result_ptr and not is_worker_pointer(res.job_id, res.result_ptr):
+            # The API serves what the pointer names: another job's context, a meta
+            # hash, ... would be served as this job's output. Whatever the status.
+            return self._reject(res, "foreign_result_ptr",
+                                f"result_ptr {res.result_ptr!r} is not "
+                                f"{result_pointer(res.job_id)!r}")
         state = RESULT_STATES.get(res.status, JobState.FAILED)
         # The result pointer is written by the same script as the state, so a
-        # reader never sees a terminal job without its result.
+        # reader never sees a terminal job without its result. Only a SUCCEEDED
+        # result has one, written even when empty: a pointer an earlier attempt
+        # left must not stand for this result, which is the one scanned.
         fields = {"worker_id": res.worker_id}
-        if res.result_ptr:
+        if state is JobState.SUCCEEDED:
             fields["result_ptr"] = res.result_ptr
         reason = res.error_message or res.error_code
         if reason:
@@ -480,12 +505,23 @@ class Engine:
             records = scan.records()
             if scan.verdict.quarantine:
                 state = JobState.OUTPUT_QUARANTINED
+                fields["result_ptr"] = ""  # quarantined output is never served
                 dlq = {"topic": scan.topic, "status": JobState.DENIED.value,
                        "reason": scan.verdict.reason, "reason_code": QUARANTINE_REASON_CODE}
             elif scan.verdict.result_ptr:
                 fields["result_ptr"] = scan.verdict.result_ptr
+        # Fenced by the worker of record (written at dispatch) in the same script:
+        # a result from any other worker changes nothing, at no extra round trip.
         result = await self._transition_result(res.job_id, [state], OPEN_STATES, fields, dlq,
-                                               records=records)
+                                               records=records,
+                                               worker_of_record=res.worker_id)
+        if result is not None and result.foreign:
+            if _platform_notice(res):
+                # The API's cancel or reject, the gate's completion: the platform wrote
+                # the state itself before it said so on the bus.
+                return Outcome(res.job_id, "ignored", detail="platform notice")
+            return self._reject(res, "worker_mismatch",
+                                f"worker {res.worker_id!r} is not the job's worker of record")
         if result is not None and result.workflow_id and (
             result.applied or result.previous == state.value
         ):
@@ -512,6 +548,14 @@ class Engine:
         elif dlq is not None:
             await self._publish_dlq(res.job_id, state.value, res.error_message, res.error_code)
         return Outcome(res.job_id, "recorded", state.value)
+
+    @staticmethod
+    def _reject(res: protocol.JobResult, reason: str, detail: str) -> Outcome:
+        """A result that must not be applied: dropped (acknowledged), logged, counted."""
+        log.warning("dropping job result %s from worker %r: %s", res.job_id, res.worker_id,
+                    detail)
+        METRICS.count("results_rejected", reason=reason)
+        return Outcome(res.job_id, "dropped", detail=detail)
 
     # ------------------------------------------------------------ output policy
 
@@ -563,9 +607,11 @@ class Engine:
         for attempt, pause in enumerate((*QUARANTINE_RETRY_S, None)):
             try:
                 async with self._job_lock(job_id):
+                    # The pointer goes with the state: quarantined output is never served.
                     result = await self._store.transition(
                         job_id, [JobState.OUTPUT_QUARANTINED], only_from=(JobState.SUCCEEDED,),
-                        fields=scan.fields(), dlq=dlq, records=scan.records())
+                        fields={**scan.fields(), "result_ptr": ""}, dlq=dlq,
+                        records=scan.records())
             except (StoreError, RetryAfter, InvalidTransition) as exc:
                 error = str(exc)
                 log.warning("job %s: async quarantine try %d failed: %s", job_id, attempt + 1,
@@ -615,20 +661,35 @@ class Engine:
 
     async def _saga_step(self, res: protocol.JobResult, state: JobState, workflow_id: str,
                          request: protocol.JobRequest | None = None) -> None:
-        if state is JobState.SUCCEEDED and self._saga is not None and self._requests is not None:
+        record = (state is JobState.SUCCEEDED and self._saga is not None
+                  and self._requests is not None)
+        roll_back = (res.status == protocol.JobStatus.JOB_STATUS_FAILED_FATAL
+                     and self._rollback is not None)
+        if not (record or roll_back):
+            return
+        # A saga is one tenant's: the job's stored tenant, never a packet's claim
+        # (two tenants may well name their workflows alike).
+        try:
+            tenant = (await self._store.get(res.job_id)).get("tenant", "")
+        except StoreError as exc:
+            raise RetryAfter(f"saga step: {exc}", RETRY_STORE_S) from exc
+        if not tenant:
+            log.error("job %s of workflow %s has no stored tenant: saga step skipped",
+                      res.job_id, workflow_id)
+            return
+        if record:
             try:
                 req = request or await self._requests.get_request(res.job_id)
-                if req is not None:
-                    if await self._saga.record_compensation(req):
-                        METRICS.count("saga_recorded")
+                if req is not None and await self._saga.record_compensation(
+                        req, tenant=tenant, workflow_id=workflow_id):
+                    METRICS.count("saga_recorded")
             except StoreError as exc:
                 raise RetryAfter(f"saga record: {exc}", RETRY_STORE_S) from exc
             except InvalidCompensation as exc:  # retrying cannot fix the template
                 log.error("saga record for %s skipped: %s", res.job_id, exc)
-        if (res.status == protocol.JobStatus.JOB_STATUS_FAILED_FATAL
-                and self._rollback is not None):
+        if roll_back:
             try:
-                await self._rollback.trigger(workflow_id)
+                await self._rollback.trigger(tenant, workflow_id)
             except Exception as exc:
                 raise RetryAfter(f"saga rollback trigger: {exc}", RETRY_STORE_S) from exc
             METRICS.count("saga_rollback_triggered")
@@ -669,11 +730,13 @@ class Engine:
                                  only_from: Iterable[str], fields: Mapping[str, str],
                                  dlq: Mapping[str, Any] | None = None, *,
                                  records: Mapping[str, tuple[str, int]] | None = None,
+                                 worker_of_record: str = "",
                                  ) -> TransitionResult | None:
         """The store's answer; None when the state machine forbids the move."""
         try:
             return await self._store.transition(job_id, path, only_from=only_from,
-                                                fields=fields, dlq=dlq, records=records)
+                                                fields=fields, dlq=dlq, records=records,
+                                                worker_of_record=worker_of_record)
         except InvalidTransition as exc:
             log.warning("%s", exc)
             return None
@@ -705,3 +768,15 @@ class _OutputScan:
     def records(self) -> dict[str, tuple[str, int]]:
         return {decision_key(self.job_id): (self.verdict.record_json(),
                                                        DECISION_TTL_S)}
+
+
+API_NOTICE_WORKER = "api-gateway"
+"""The worker_id of the API's own results: a cancel, an approval reject."""
+PLATFORM_WORKERS = frozenset({API_NOTICE_WORKER, protocol.SENDER_GATEWAY,
+                              protocol.SENDER_SCHEDULER})
+
+
+def _platform_notice(res: protocol.JobResult) -> bool:
+    """A result the platform publishes about a state it has written already (it
+    carries no output). Told apart only for the log: it is not applied either."""
+    return res.worker_id in PLATFORM_WORKERS and not res.result_ptr

@@ -18,8 +18,13 @@ Two phases, as in Cordum (engine wiring is the caller's):
     with content patterns, which the meta phase cannot see) is stored like the sync
     one and the verdict's ``result_ptr`` is the redacted pointer for the caller to
     swap in; Cordum ignores a REDACT in this phase, leaving such rules without
-    effect. It is a coroutine; in Lambda the handler must await it before returning
-    (a task left pending is frozen with the container and may never finish).
+    effect. A result larger than the service reads (:data:`MAX_CONTENT_BYTES`) is
+    never passed as scanned: its tail follows the fail mode too (closed ->
+    QUARANTINE without asking; open -> the head's decision, the reason saying the
+    rest went unscanned). It is a coroutine; in Lambda the handler must await it
+    before returning (a task left pending is frozen with the container and may
+    never finish). Its record (phase ``async``) is what makes the decision final:
+    the API serves a result only then.
 
 Both record the decision as JSON at ``job:<id>:output_decision`` (7 days); the
 same document (:meth:`OutputVerdict.record`) is what Cordum keeps in the job meta
@@ -37,10 +42,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum import protocol
+from cordum.safety.failmode import FailMode
 from cordum.safety.output_client import (
     CONTENT_TIMEOUT_S,
     REDACT_TIMEOUT_S,
@@ -49,6 +55,7 @@ from cordum.safety.output_client import (
 )
 from cordum.safety.output_policy import OutputDecision
 from cordum.safety.output_service import MAX_CONTENT_BYTES
+from cordum.store.results import redacted_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -98,10 +105,6 @@ class Prefetched:
     def missing(self) -> bool:
         """The result was read and is not there."""
         return self.head == b"" and self.size == 0
-
-
-def redacted_key(job_id: str) -> str:
-    return f"{protocol.result_key(job_id)}:redacted"
 
 
 def decision_key(job_id: str) -> str:
@@ -205,18 +208,65 @@ class OutputChecker:
         (pass less when the invocation has less time left)."""
         req = await self._request(job_id, topic, tenant, result_ptr, labels, prefetched)
         content = prefetched.content if prefetched is not None else None
+        unreadable = ""
         if content is None and not (prefetched is not None and prefetched.missing):
-            content = await self._content(result_ptr, limit=MAX_CONTENT_BYTES)
-        text = "" if content is None else _scan_text(content)
+            try:
+                # One byte past the limit tells a result that does not fit from one
+                # that does.
+                content = await self._content(result_ptr, limit=MAX_CONTENT_BYTES + 1,
+                                              strict=True)
+            except Exception as exc:  # the API may read it later: it is not "empty"
+                unreadable = str(exc) or type(exc).__name__
+        text, complete = _scan_text(content or b"")
+        size = max(req.size_bytes, len(content or b""))
+        if unreadable:
+            verdict = self._unscanned(req, "result unreadable", unreadable)
+        elif not complete or size > MAX_CONTENT_BYTES:
+            verdict = await self._check_partial(req, text, size, timeout_s)
+        else:
+            verdict = await self._check_whole(req, text, timeout_s)
+        if record:
+            await self._record(job_id, verdict)
+        return verdict
+
+    async def _check_whole(self, req: OutputCheckRequest, text: str,
+                           timeout_s: float) -> OutputVerdict:
         result = await self.client.check_content(req, text, timeout_s=timeout_s)
         if result.decision is OutputDecision.REDACT and not result.failed:
             verdict = await self._store_redacted(req, result, "async")
         else:
             quarantine = result.decision in (OutputDecision.QUARANTINE, OutputDecision.DENY)
-            verdict = _verdict(result, "async", quarantine=quarantine, result_ptr=result_ptr)
-        if record:
-            await self._record(job_id, verdict)
+            verdict = _verdict(result, "async", quarantine=quarantine, result_ptr=req.result_ptr)
         return verdict
+
+    async def _check_partial(self, req: OutputCheckRequest, text: str, size: int,
+                             timeout_s: float) -> OutputVerdict:
+        """A result the content check cannot read whole: what lies past the limit is
+        unscanned, so it follows the output fail mode as a kernel error would."""
+        limit = f"{size} bytes, over the {MAX_CONTENT_BYTES}-byte content scan limit"
+        if self.client.fail_mode is not FailMode.OPEN:
+            return self._unscanned(req, "result not scanned whole", limit)
+        result = await self.client.check_content(req, text, timeout_s=timeout_s)
+        if result.decision is OutputDecision.REDACT and not result.failed:
+            # A redacted copy of the head alone would drop the rest of the result.
+            return OutputVerdict(OutputDecision.QUARANTINE, "async", True,
+                                 f"redaction of a partly scanned result ({limit})",
+                                 result.rule_id, result.policy_snapshot, req.result_ptr)
+        quarantine = result.decision in (OutputDecision.QUARANTINE, OutputDecision.DENY)
+        verdict = _verdict(result, "async", quarantine=quarantine, result_ptr=req.result_ptr)
+        if quarantine:
+            return verdict
+        why = f"only the first {MAX_CONTENT_BYTES} bytes scanned ({limit}; fail-open)"
+        return replace(verdict, reason=f"{verdict.reason}; {why}" if verdict.reason else why)
+
+    def _unscanned(self, req: OutputCheckRequest, what: str, detail: str) -> OutputVerdict:
+        """The fail mode's verdict on a result the content check did not see (whole),
+        as on a kernel error: closed -> QUARANTINE, open -> ALLOW; the reason says so."""
+        mode = self.client.fail_mode
+        decision = OutputDecision.ALLOW if mode is FailMode.OPEN else OutputDecision.QUARANTINE
+        return OutputVerdict(decision, "async", mode is not FailMode.OPEN,
+                             f"{what} ({detail}; fail-{mode.value})",
+                             result_ptr=req.result_ptr, skipped=True)
 
     async def _materialize(self, req: OutputCheckRequest, meta: OutputCheckResult,
                            prefetched: Prefetched | None = None) -> OutputVerdict:
@@ -277,8 +327,10 @@ class OutputChecker:
                                   content_type=labels.get(CONTENT_TYPE_LABEL, ""),
                                   size_bytes=size, labels=labels)
 
-    async def _content(self, result_ptr: str, *, limit: int = 0) -> bytes | None:
-        """The result (its first ``limit`` bytes when ``limit``); None when absent."""
+    async def _content(self, result_ptr: str, *, limit: int = 0,
+                       strict: bool = False) -> bytes | None:
+        """The result (its first ``limit`` bytes when ``limit``); None when absent,
+        and when the read fails unless ``strict`` (then it raises)."""
         if not result_ptr:
             return None
         key = protocol.key_from_pointer(result_ptr)
@@ -290,6 +342,8 @@ class OutputChecker:
                 raw = await self.store.get(key)
         except Exception as exc:
             log.warning("reading result %s failed: %s", result_ptr, exc)
+            if strict:
+                raise
             return None
         if raw is None:
             return None
@@ -316,11 +370,14 @@ def _text(content: bytes) -> str:
     return content.decode("utf-8", "replace")
 
 
-def _scan_text(content: bytes) -> str:
+def _scan_text(content: bytes) -> tuple[str, bool]:
     """The first MAX_CONTENT_BYTES of ``content`` as text that still fits the limit
-    once re-encoded (each undecodable byte becomes a 3-byte U+FFFD)."""
+    once re-encoded (each undecodable byte becomes a 3-byte U+FFFD), and whether
+    that text is all of ``content``."""
     text = _text(content[:MAX_CONTENT_BYTES])
+    complete = len(content) <= MAX_CONTENT_BYTES
     encoded = text.encode()
     if len(encoded) > MAX_CONTENT_BYTES:
         text = encoded[:MAX_CONTENT_BYTES].decode("utf-8", "ignore")
-    return text
+        complete = False
+    return text, complete

@@ -2,9 +2,11 @@
 
 A job stays PENDING when no worker could take it (the request was acked), and
 SCHEDULED when a dispatch broke off; an approved job may be left in
-APPROVAL_REQUIRED. Each tick hands the stored request of such jobs, older than
-the pending age, back to ``engine.handle_job_request``, which takes the job
-lock and decides again. One page of 200 per state, a single pass.
+APPROVAL_REQUIRED. Approved means what the approve endpoint recorded in the
+job's meta, never a label of the stored request. Each tick hands the stored
+request of such jobs, older than the pending age, back to
+``engine.handle_job_request``, which takes the job lock and decides again. One
+page of 200 per state, a single pass.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cordum.scheduler.approval import APPROVED, STATUS_FIELD
 from cordum.scheduler.errors import RetryAfter
 from cordum.store.errors import StoreError
 from cordum.store.jobs import JobState, now_us
@@ -28,7 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LOCK_KEY = "cordum:replayer:pending"
-APPROVAL_GRANTED_LABEL = "approval_granted"
 
 
 class JobRequestHandler(Protocol):
@@ -115,6 +117,11 @@ class PendingReplayer:
                 report.stopped_early = True
                 return
             try:
+                if (state is JobState.APPROVAL_REQUIRED
+                        and await self._indexes.get_meta_field(job_id, STATUS_FIELD)
+                        != APPROVED):
+                    report.not_approved += 1
+                    continue
                 req = await self._indexes.get_request(job_id)
                 trace_id = await self._indexes.get_trace_id(job_id) if req is not None else ""
             except StoreError as exc:
@@ -124,10 +131,6 @@ class PendingReplayer:
             if req is None:
                 log.error("replayer: %s job %s has no stored request", state, job_id)
                 report.missing_request += 1
-                continue
-            if (state is JobState.APPROVAL_REQUIRED
-                    and req.labels.get(APPROVAL_GRANTED_LABEL) != "true"):
-                report.not_approved += 1
                 continue
             try:
                 await self._engine.handle_job_request(req, trace_id)

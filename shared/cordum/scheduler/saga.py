@@ -1,15 +1,22 @@
 """Saga compensation: record an undo step when a workflow step succeeds, replay the
 undo steps newest-first when the workflow fails fatally.
 
-Keys (the first two as Cordum names them):
+Keys (Cordum's names with the tenant added: a workflow id is chosen by whoever
+submits the step, so two tenants may use the same one and must not share a saga):
 
-- ``saga:<workflowID>:stack`` LIST of proto-binary ``JobRequest`` templates. A
-  record LPUSHes, a rollback LPOPs, so compensation runs in reverse order of the
-  steps. The key expires 7 days after the last push (Cordum's never does).
-- ``saga:<workflowID>:lock`` ``SET NX "1"`` for 2 minutes while one rollback
-  drains the stack; deleted when it ends.
-- ``saga:<workflowID>:recorded`` SET of the job ids already recorded, same TTL as
-  the stack, so a redelivered result does not stack the same undo step twice.
+- ``saga:<tenant>:<workflowID>:stack`` LIST of proto-binary ``JobRequest``
+  templates. A record LPUSHes, a rollback LPOPs, so compensation runs in reverse
+  order of the steps. The key expires 7 days after the last push (Cordum's
+  never does).
+- ``saga:<tenant>:<workflowID>:lock`` ``SET NX "1"`` for 2 minutes while one
+  rollback drains the stack; deleted when it ends.
+- ``saga:<tenant>:<workflowID>:recorded`` SET of the job ids already recorded,
+  same TTL as the stack, so a redelivered result does not stack the same undo
+  step twice.
+
+The tenant is the job's stored one, never a packet's claim. Every template on a
+stack is the tenant's own job, and a rollback checks that again before it
+publishes one.
 
 A rollback dispatches each template as a new CRITICAL job on ``sys.job.submit``
 (the normal submit path then schedules it). Where it stops early, nothing is
@@ -20,7 +27,7 @@ rollback again.
 
 Timeline of one rollback under its lock, deadlines as ``time.monotonic()``::
 
-    t=0        SET saga:<wf>:lock "1" NX EX 120   (held by nobody else until t=120)
+    t=0        SET saga:<t>:<wf>:lock "1" NX EX 120   (held by nobody else until t=120)
     t=0..d     LPOP, check, publish, LPOP, ...     d = min(caller deadline,
                                                        t0 + 120 - 2 x store timeout)
     t<=d+2     push-back of a failed entry (one store call may pass d)
@@ -62,18 +69,28 @@ WORKFLOW_LABEL = "saga_workflow_id"
 UNMARSHAL_FAILED = "saga_unmarshal_failed"
 INVALID_COMPENSATION = "saga_invalid_compensation"
 """DLQ code of a template that parses but cannot be dispatched (e.g. no topic)."""
+FOREIGN_COMPENSATION = "saga_foreign_compensation"
+"""DLQ code of a template on a tenant's stack that names another tenant."""
 
 
-def stack_key(workflow_id: str) -> str:
-    return f"saga:{workflow_id}:stack"
+def saga_key(tenant: str, workflow_id: str, part: str) -> str:
+    """``saga:<tenant>:<workflowID>:<part>``, the one place the key is spelled."""
+    # The tenant cannot hold a ':' (nor a bare '%'), so the key splits one way
+    # only: tenant "a:b" with workflow "c" must not land on tenant "a"'s "b:c".
+    escaped = tenant.replace("%", "%25").replace(":", "%3A")
+    return f"saga:{escaped}:{workflow_id}:{part}"
 
 
-def lock_key(workflow_id: str) -> str:
-    return f"saga:{workflow_id}:lock"
+def stack_key(tenant: str, workflow_id: str) -> str:
+    return saga_key(tenant, workflow_id, "stack")
 
 
-def recorded_key(workflow_id: str) -> str:
-    return f"saga:{workflow_id}:recorded"
+def lock_key(tenant: str, workflow_id: str) -> str:
+    return saga_key(tenant, workflow_id, "lock")
+
+
+def recorded_key(tenant: str, workflow_id: str) -> str:
+    return saga_key(tenant, workflow_id, "recorded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +98,7 @@ class SagaPolicy:
     """Lifetimes and bounds of the saga keys and of one rollback."""
 
     lock_ttl_s: int = 120
-    """TTL of ``saga:<wf>:lock``: how long a crashed rollback blocks the next one
+    """TTL of ``saga:<tenant>:<wf>:lock``: how long a crashed rollback blocks the next one
     (Cordum's 2 minutes). A rollback never runs past it."""
     stack_ttl_s: int = 7 * 24 * 3600
     """TTL of the stack and recorded keys, refreshed by every push: a workflow that
@@ -108,7 +125,8 @@ class SagaPolicy:
 
 
 class InvalidCompensation(ValueError):
-    """The request's compensation cannot become a job (no topic); retrying will not help."""
+    """The request's compensation cannot become a job (no topic, or it names another
+    tenant); retrying will not help."""
 
     retryable = False
 
@@ -123,9 +141,11 @@ class CompensationPublishError(RuntimeError):
 
     retryable = True
 
-    def __init__(self, workflow_id: str, report: RollbackReport, cause: Exception) -> None:
-        super().__init__(f"saga rollback of {workflow_id}: publish failed: {cause}")
-        self.workflow_id = workflow_id
+    def __init__(self, report: RollbackReport, cause: Exception) -> None:
+        super().__init__(f"saga rollback of {report.workflow_id} (tenant {report.tenant}): "
+                         f"publish failed: {cause}")
+        self.tenant = report.tenant
+        self.workflow_id = report.workflow_id
         self.report = report
 
 
@@ -159,6 +179,8 @@ class RollbackReport:
     """What one rollback did."""
 
     workflow_id: str
+    tenant: str = ""
+    """Whose saga: a rollback only ever reads and dispatches this tenant's stack."""
     acquired: bool = True
     """False when another rollback of the workflow held the lock: nothing was done."""
     dispatched: list[str] = field(default_factory=list)
@@ -181,6 +203,7 @@ class RollbackReport:
     def counts(self) -> dict[str, Any]:
         return {
             "workflow_id": self.workflow_id,
+            "tenant": self.tenant,
             "acquired": self.acquired,
             "dispatched": len(self.dispatched),
             "denied": self.denied,
@@ -191,8 +214,11 @@ class RollbackReport:
 
 
 def workflow_id_of(req: protocol.JobRequest) -> str:
-    """The request's workflow: ``workflow_id``, else ``labels["workflow_id"]``."""
-    return req.workflow_id.strip() or req.labels.get("workflow_id", "").strip()
+    """The request's workflow: its own ``workflow_id`` field only.
+
+    Cordum also reads ``labels["workflow_id"]``; a label is whatever the client
+    wrote, and must not make a job a step of a saga."""
+    return req.workflow_id.strip()
 
 
 def is_compensation_job(req: protocol.JobRequest) -> bool:
@@ -280,6 +306,17 @@ def _tenant(req: protocol.JobRequest) -> str:
     return req.tenant_id or req.env.get("tenant_id", "") or "default"
 
 
+def _tenant_claims(req: protocol.JobRequest) -> set[str]:
+    """Every tenant the request names (the engine, the kernel and workers each
+    read one of these)."""
+    return {req.tenant_id, req.env.get("tenant_id", ""), req.meta.tenant_id} - {""}
+
+
+def belongs_to(req: protocol.JobRequest, tenant: str) -> bool:
+    """True when the template is a job of ``tenant`` and names no other tenant."""
+    return req.tenant_id == tenant and _tenant_claims(req) == {tenant}
+
+
 def _bytes(value: Any) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode()
 
@@ -303,38 +340,48 @@ class Saga:
 
     # ------------------------------------------------------------ record
 
-    async def record_compensation(self, req: protocol.JobRequest) -> bool:
+    async def record_compensation(self, req: protocol.JobRequest, *, tenant: str = "",
+                                  workflow_id: str = "") -> bool:
         """Stack the undo step of a step that succeeded; True when it was pushed.
 
-        Nothing is recorded for a compensation job, a step without compensation
-        or one outside any workflow, nor for a step recorded before (same job
-        id). Raises :class:`InvalidCompensation` (no topic) or
-        :class:`StoreError`.
+        ``tenant`` and ``workflow_id`` are the job's as stored (the engine passes
+        its meta's); empty, they are the request's own. The undo step runs as a
+        job of that tenant. Nothing is recorded for a compensation job, a step
+        without compensation or one outside any workflow, nor for a step recorded
+        before (same job id). Raises :class:`InvalidCompensation` (no topic, or a
+        compensation naming another tenant) or :class:`StoreError`.
         """
         if is_compensation_job(req) or not req.HasField("compensation"):
             return False
-        workflow_id = workflow_id_of(req)
+        workflow_id = workflow_id.strip() or workflow_id_of(req)
         if not workflow_id:
             return False
+        tenant = tenant or _tenant(req)
         template = compensation_template(req)
         if template is None:
             return False
+        foreign = _tenant_claims(template) - {tenant}
+        if foreign:
+            raise InvalidCompensation(
+                f"compensation of {req.job_id} names tenant {sorted(foreign)[0]!r}, "
+                f"not the job's tenant {tenant!r}")
+        template.tenant_id = tenant
         data = template.SerializeToString(deterministic=True)
         step_id = req.job_id.strip() or hashlib.sha256(data).hexdigest()
         pushed = await self._store(
-            f"record compensation of {workflow_id}",
-            self._push(keys=[stack_key(workflow_id), recorded_key(workflow_id)],
+            f"record compensation of {workflow_id} (tenant {tenant})",
+            self._push(keys=[stack_key(tenant, workflow_id), recorded_key(tenant, workflow_id)],
                        args=[data, self.policy.stack_ttl_s, step_id]))
         if not pushed:
-            log.info("compensation of %s in workflow %s was recorded already", step_id,
-                     workflow_id)
+            log.info("compensation of %s in workflow %s (tenant %s) was recorded already",
+                     step_id, workflow_id, tenant)
         return bool(pushed)
 
     # ------------------------------------------------------------ rollback
 
-    async def rollback(self, workflow_id: str, *, deadline: float | None = None
-                       ) -> RollbackReport:
-        """Dispatch the workflow's compensation jobs, newest first.
+    async def rollback(self, tenant: str, workflow_id: str, *,
+                       deadline: float | None = None) -> RollbackReport:
+        """Dispatch the compensation jobs of ``tenant``'s workflow, newest first.
 
         ``deadline`` is a ``time.monotonic()`` instant; the loop also ends before
         the lock could lapse. Returns the report (``acquired`` False when another
@@ -342,33 +389,33 @@ class Saga:
         :class:`CompensationPublishError` when a publish fails, :class:`StoreError`
         when Redis does.
         """
-        workflow_id = workflow_id.strip()
-        report = RollbackReport(workflow_id)
-        if not workflow_id:
+        tenant, workflow_id = tenant.strip(), workflow_id.strip()
+        report = RollbackReport(workflow_id, tenant=tenant)
+        if not tenant or not workflow_id:
             return report
         policy = self.policy
-        lock = lock_key(workflow_id)
-        got = await self._store(f"saga lock {workflow_id}",
+        lock = lock_key(tenant, workflow_id)
+        got = await self._store(f"saga lock {lock}",
                                 self._redis.set(lock, "1", nx=True, ex=policy.lock_ttl_s))
         if not got:
-            log.info("rollback of %s already in progress", workflow_id)
+            log.info("rollback of %s (tenant %s) already in progress", workflow_id, tenant)
             report.acquired = False
             return report
         locked_until = time.monotonic() + policy.lock_ttl_s - 2 * policy.store_timeout_s
         end = locked_until if deadline is None else min(deadline, locked_until)
         try:
-            await self._drain(workflow_id, report, end)
+            await self._drain(report, end)
         finally:
             try:
-                await self._store(f"saga unlock {workflow_id}", self._redis.delete(lock))
+                await self._store(f"saga unlock {lock}", self._redis.delete(lock))
             except StoreError as exc:
                 log.warning("%s (the lock expires by itself)", exc)
         if report.dispatched or report.denied or report.broken or report.stopped:
             log.info("rollback of %s: %s", workflow_id, report.counts())
         return report
 
-    async def _drain(self, workflow_id: str, report: RollbackReport, end: float) -> None:
-        key = stack_key(workflow_id)
+    async def _drain(self, report: RollbackReport, end: float) -> None:
+        key = stack_key(report.tenant, report.workflow_id)
         while True:
             if end - time.monotonic() < self.policy.min_step_s:
                 report.stopped = "deadline"
@@ -385,17 +432,27 @@ class Saga:
             try:
                 req.ParseFromString(data)
             except Exception as exc:  # DecodeError, or invalid UTF-8 in a string field
-                await self._report_broken(workflow_id, data, UNMARSHAL_FAILED,
+                await self._report_broken(report, data, UNMARSHAL_FAILED,
                                           f"unmarshal compensation: {exc}",
                                           "saga-unmarshal-", end)
                 report.broken += 1
                 continue
-            await self._dispatch(workflow_id, req, data, report, end)
+            if not belongs_to(req, report.tenant):
+                # Recording puts only the tenant's own jobs here; an entry that says
+                # otherwise was written by something else and is never published.
+                await self._report_broken(
+                    report, data, FOREIGN_COMPENSATION,
+                    f"compensation names tenant(s) {sorted(_tenant_claims(req))}, "
+                    f"not {report.tenant!r}", "saga-foreign-", end)
+                report.broken += 1
+                continue
+            await self._dispatch(req, data, report, end)
             if report.stopped:
                 return
 
-    async def _dispatch(self, workflow_id: str, req: protocol.JobRequest, data: bytes,
-                        report: RollbackReport, end: float) -> None:
+    async def _dispatch(self, req: protocol.JobRequest, data: bytes, report: RollbackReport,
+                        end: float) -> None:
+        workflow_id = report.workflow_id
         topic = req.topic.strip()
         if topic and not topic.startswith("job."):
             topic = "job." + topic
@@ -410,7 +467,7 @@ class Saga:
             # Workers drop what fails this check, with only a log line: report it here.
             protocol.validate_job_request(req)
         except protocol.InvalidPacket as exc:
-            await self._report_broken(workflow_id, data, INVALID_COMPENSATION, str(exc),
+            await self._report_broken(report, data, INVALID_COMPENSATION, str(exc),
                                       "saga-invalid-", end)
             report.broken += 1
             return
@@ -419,9 +476,9 @@ class Saga:
             return
         if time.monotonic() >= end:
             # The check took the time that was left: this entry waits for the next run.
-            await self._push_back(workflow_id, data)
+            await self._push_back(report, data)
             report.stopped = "deadline"
-            report.remaining = await self._remaining(workflow_id)
+            report.remaining = await self._remaining(report)
             return
         packet = protocol.packet(trace_id=req.job_id, sender_id=SAGA_SENDER, job_request=req)
         try:
@@ -430,10 +487,10 @@ class Saga:
                                                 msg_id=req.job_id),
                 self._bound(self.policy.publish_timeout_s, end))
         except Exception as exc:
-            await self._push_back(workflow_id, data)
+            await self._push_back(report, data)
             report.stopped = "publish failed"
-            report.remaining = await self._remaining(workflow_id)
-            raise CompensationPublishError(workflow_id, report, exc) from exc
+            report.remaining = await self._remaining(report)
+            raise CompensationPublishError(report, exc) from exc
         report.dispatched.append(req.job_id)
 
     async def _denied(self, req: protocol.JobRequest, end: float) -> bool:
@@ -459,30 +516,32 @@ class Saga:
                         req.job_id, verdict.reason)
         return False
 
-    async def _push_back(self, workflow_id: str, data: bytes) -> None:
+    async def _push_back(self, report: RollbackReport, data: bytes) -> None:
+        stack = stack_key(report.tenant, report.workflow_id)
         try:
-            await self._store(f"push back onto {stack_key(workflow_id)}",
-                              self._push(keys=[stack_key(workflow_id),
-                                               recorded_key(workflow_id)],
+            await self._store(f"push back onto {stack}",
+                              self._push(keys=[stack, recorded_key(report.tenant,
+                                                                   report.workflow_id)],
                                          args=[data, self.policy.stack_ttl_s, ""]))
         except StoreError as exc:
             # The last copy of the entry is in this log line.
-            log.error("compensation of workflow %s lost: %s; entry (base64) %s",
-                      workflow_id, exc, base64.b64encode(data).decode())
+            log.error("compensation of workflow %s (tenant %s) lost: %s; entry (base64) %s",
+                      report.workflow_id, report.tenant, exc, base64.b64encode(data).decode())
 
-    async def _remaining(self, workflow_id: str) -> int:
+    async def _remaining(self, report: RollbackReport) -> int:
         try:
-            key = stack_key(workflow_id)
+            key = stack_key(report.tenant, report.workflow_id)
             return int(await self._store(f"length of {key}", self._redis.llen(key)))
         except StoreError:
             return -1
 
-    async def _report_broken(self, workflow_id: str, data: bytes, code: str, reason: str,
-                             trace_prefix: str, end: float) -> None:
+    async def _report_broken(self, report: RollbackReport, data: bytes, code: str,
+                             reason: str, trace_prefix: str, end: float) -> None:
         """Log the entry and say so on sys.job.dlq; the entry itself is consumed."""
+        workflow_id = report.workflow_id
         digest = hashlib.sha256(data).hexdigest()
-        log.error("workflow %s: unusable compensation entry (%s: %s; %d bytes, sha256 %s)",
-                  workflow_id, code, reason, len(data), digest)
+        log.error("workflow %s (tenant %s): unusable compensation entry (%s: %s; %d bytes, "
+                  "sha256 %s)", workflow_id, report.tenant, code, reason, len(data), digest)
         trace_id = f"{trace_prefix}{uuid.uuid4()}"
         # job_id and worker_id are filled so the notice passes result validation.
         res = protocol.JobResult(

@@ -7,6 +7,9 @@ invocation thaws it, or never run. So on Lambda the result function hands the
 rollback to the saga-rollback function with an asynchronous invoke (Lambda
 queues the event and retries it), and returns. Outside Lambda (local services,
 tests) the rollback runs in place, awaited, with Cordum's 30 s bound.
+
+A rollback is always of one tenant's workflow: the tenant is the failed job's
+stored one, and travels with the workflow id to the rollback.
 """
 
 from __future__ import annotations
@@ -41,14 +44,14 @@ class RollbackTriggerError(RuntimeError):
 class SagaRollback(Protocol):
     """What the in-process trigger runs (:class:`~cordum.scheduler.saga.Saga`)."""
 
-    async def rollback(self, workflow_id: str, *, deadline: float | None = None
-                       ) -> RollbackReport: ...
+    async def rollback(self, tenant: str, workflow_id: str, *,
+                       deadline: float | None = None) -> RollbackReport: ...
 
 
 class RollbackTrigger(Protocol):
-    """Starts the rollback of a workflow whose step failed fatally."""
+    """Starts the rollback of a tenant's workflow whose step failed fatally."""
 
-    async def trigger(self, workflow_id: str) -> None:
+    async def trigger(self, tenant: str, workflow_id: str) -> None:
         """Return once the rollback is handed off (or done); raise
         :class:`RollbackTriggerError` when it was not."""
         ...
@@ -64,7 +67,8 @@ def _lambda_client() -> Any:
 
 
 class LambdaRollbackTrigger:
-    """Invokes the saga-rollback function asynchronously with ``{"workflow_id": ...}``."""
+    """Invokes the saga-rollback function asynchronously with
+    ``{"tenant": ..., "workflow_id": ...}``."""
 
     def __init__(self, function_name: str, *, client: Any = None) -> None:
         if not function_name:
@@ -78,27 +82,27 @@ class LambdaRollbackTrigger:
             self._client = _lambda_client()
         return self._client
 
-    async def trigger(self, workflow_id: str) -> None:
+    async def trigger(self, tenant: str, workflow_id: str) -> None:
         # Called on the loop, without a thread: Lambda answers 202 as soon as the
         # event is queued, and a fatal failure inside a workflow is rare, so the
         # short stall of the batch's other records costs less than a thread that
         # could outlive a cancelled await and be frozen with the process.
-        self.invoke(workflow_id)
+        self.invoke(tenant, workflow_id)
 
-    def invoke(self, workflow_id: str) -> None:
+    def invoke(self, tenant: str, workflow_id: str) -> None:
         """The blocking Invoke call (``InvocationType="Event"``)."""
-        payload = json.dumps({"workflow_id": workflow_id}).encode()
+        payload = json.dumps({"tenant": tenant, "workflow_id": workflow_id}).encode()
+        what = f"invoke {self.function_name} for workflow {workflow_id} (tenant {tenant})"
         try:
             resp = self.client.invoke(FunctionName=self.function_name,
                                       InvocationType="Event", Payload=payload)
         except Exception as exc:
-            raise RollbackTriggerError(
-                f"invoke {self.function_name} for workflow {workflow_id}: {exc}") from exc
+            raise RollbackTriggerError(f"{what}: {exc}") from exc
         status = resp.get("StatusCode")
         if status != 202:
-            raise RollbackTriggerError(
-                f"invoke {self.function_name} for workflow {workflow_id}: status {status}")
-        log.info("saga rollback of %s handed to %s", workflow_id, self.function_name)
+            raise RollbackTriggerError(f"{what}: status {status}")
+        log.info("saga rollback of %s (tenant %s) handed to %s", workflow_id, tenant,
+                 self.function_name)
 
 
 class InProcessRollbackTrigger:
@@ -110,15 +114,16 @@ class InProcessRollbackTrigger:
         self._saga = saga
         self.bound_s = bound_s
 
-    async def trigger(self, workflow_id: str) -> None:
+    async def trigger(self, tenant: str, workflow_id: str) -> None:
+        what = f"saga rollback of {workflow_id} (tenant {tenant})"
         try:
-            report = await self._saga.rollback(workflow_id,
+            report = await self._saga.rollback(tenant, workflow_id,
                                                deadline=time.monotonic() + self.bound_s)
         except Exception as exc:
-            raise RollbackTriggerError(f"saga rollback of {workflow_id}: {exc}") from exc
+            raise RollbackTriggerError(f"{what}: {exc}") from exc
         if not report.complete:
             raise RollbackTriggerError(
-                f"saga rollback of {workflow_id} stopped ({report.stopped}) with "
+                f"{what} stopped ({report.stopped}) with "
                 f"{report.remaining} compensation(s) left")
 
 

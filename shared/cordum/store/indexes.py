@@ -94,6 +94,13 @@ class JobIndexes:
         except Exception as exc:
             raise StoreError(f"read trace of {job_id}: {exc}") from exc
 
+    async def get_meta_field(self, job_id: str, name: str) -> str:
+        """One field of the job's meta ('' when unset)."""
+        try:
+            return _text(await self._redis.hget(meta_key(job_id), name))
+        except Exception as exc:
+            raise StoreError(f"read {name} of {job_id}: {exc}") from exc
+
     async def _range(self, key: str, max_score: int, limit: int, offset: int) -> list[str]:
         try:
             ids = await self._redis.zrangebyscore(key, "-inf", max_score, start=offset,

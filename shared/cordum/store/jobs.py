@@ -98,6 +98,15 @@ def tenant_active_key(tenant: str) -> str:
     return f"job:tenant:active:{tenant}"
 
 
+TENANT_INDEX_PREFIX = "job:tenant:index:"
+"""``job:tenant:index:<tenant>:<state>``: one tenant's share of ``job:index:<state>``,
+kept by the same scripts (which spell this prefix) and read by the list endpoints."""
+
+
+def tenant_index_key(tenant: str, state: str) -> str:
+    return f"{TENANT_INDEX_PREFIX}{tenant}:{state.lower()}"
+
+
 RECENT_KEY = "job:recent"
 FAIL_OPEN_COUNTER_KEY = "cordum:scheduler:input_fail_open_total"
 """Jobs dispatched without a safety answer (input fail mode open), Cordum's counter."""
@@ -128,6 +137,8 @@ class TransitionResult:
     """The state before the call ('' when the job had none)."""
     workflow_id: str = ""
     """The job's workflow (saga) id from its meta, '' when it has none."""
+    foreign: bool = False
+    """Nothing was written: the job's worker of record is not ``worker_of_record``."""
 
 
 def _flatten(fields: Mapping[str, str] | None) -> list[str]:
@@ -158,6 +169,7 @@ class JobStore:
             events_key(job.job_id),
             tenant_active_key(job.tenant),
             f"trace:{job.trace_id}",
+            tenant_index_key(job.tenant, job.state),
         ]
 
     async def create(self, job: NewJob) -> bool:
@@ -183,6 +195,7 @@ class JobStore:
         dlq: Mapping[str, Any] | None = None,
         records: Mapping[str, tuple[str, int]] | None = None,
         unchanged_since: int | None = None,
+        worker_of_record: str = "",
     ) -> TransitionResult:
         """Walk ``path`` in one atomic step.
 
@@ -193,6 +206,8 @@ class JobStore:
         ``records`` (key -> (value, TTL s)), only when the move is made.
         ``unchanged_since`` (µs) skips a job whose last transition is later: one that
         left the state a caller scanned and came back to it since.
+        ``worker_of_record`` (a result's worker) skips, with ``foreign`` set, a job
+        whose meta names another ``worker_id`` (a job never dispatched names none).
         """
         states = [JobState(s).value for s in path]
         keys = [meta_key(job_id), events_key(job_id), RECENT_KEY, DEADLINE_KEY,
@@ -203,14 +218,14 @@ class JobStore:
             sides += [value, ttl]
         args = [job_id, now_us(), META_TTL_S, ",".join(states), ",".join(only_from),
                 entry, DLQ_TTL_S, "" if unchanged_since is None else unchanged_since,
-                len(records or {}), *sides, *_flatten(fields)]
+                len(records or {}), worker_of_record, *sides, *_flatten(fields)]
         status, previous, workflow_id = await self._call(self._transition, keys, args)
         status = _text(status)
         previous = _text(previous)
         if status == "invalid":
             raise InvalidTransition(job_id, previous, states[-1])
         return TransitionResult(applied=status == "ok", previous=previous,
-                                workflow_id=_text(workflow_id))
+                                workflow_id=_text(workflow_id), foreign=status == "foreign")
 
     async def put_records(self, job_id: str, fields: Mapping[str, str],
                           records: Mapping[str, tuple[str, int]]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 from typing import TYPE_CHECKING
@@ -17,8 +19,25 @@ DOCS_PATH = "/api/v1/docs"
 
 router = Router()
 
-SWAGGER_UI = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.17.14"
+SWAGGER_UI_VERSION = "5.17.14"
 """Pinned: a new Swagger UI release must not change the page unseen."""
+SWAGGER_UI = f"https://cdn.jsdelivr.net/npm/swagger-ui-dist@{SWAGGER_UI_VERSION}"
+
+# Subresource Integrity of the pinned files: the browser refuses a file the CDN changed.
+# jsDelivr serves the npm tarball's files byte for byte, so the hashes come from it
+# (recompute both whenever SWAGGER_UI_VERSION changes):
+#   npm pack swagger-ui-dist@5.17.14 && tar xzf swagger-ui-dist-5.17.14.tgz
+#   openssl dgst -sha384 -binary package/swagger-ui-bundle.js | openssl base64 -A
+#   openssl dgst -sha384 -binary package/swagger-ui.css | openssl base64 -A
+BUNDLE_SRI = "sha384-wmyclcVGX/WhUkdkATwhaK1X1JtiNrr2EoYJ+diV3vj4v6OC5yCeSu+yW13SYJep"
+CSS_SRI = "sha384-wxLW6kwyHktdDGr6Pv1zgm/VGJh99lfUbzSn6HNHBENZlCN7W602k9VkGdxuFvPn"
+
+SCRIPT = """
+window.onload = function () {{
+  window.ui = SwaggerUIBundle({{url: {spec}, dom_id: "#swagger-ui", deepLinking: true,
+                               validatorUrl: null}});
+}};
+"""
 
 PAGE = """<!doctype html>
 <html lang="en">
@@ -26,19 +45,33 @@ PAGE = """<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Cordum API</title>
-<link rel="stylesheet" href="{ui}/swagger-ui.css" crossorigin="anonymous">
+<link rel="stylesheet" href="{ui}/swagger-ui.css" integrity="{css_sri}" crossorigin="anonymous">
 </head>
 <body>
 <div id="swagger-ui"></div>
-<script src="{ui}/swagger-ui-bundle.js" crossorigin="anonymous"></script>
-<script>
-window.onload = function () {{
-  window.ui = SwaggerUIBundle({{url: {spec}, dom_id: "#swagger-ui", deepLinking: true}});
-}};
-</script>
+<script src="{ui}/swagger-ui-bundle.js" integrity="{bundle_sri}" crossorigin="anonymous"></script>
+<script>{script}</script>
 </body>
 </html>
 """
+
+
+def content_security_policy(script: str) -> str:
+    """Only the pinned CDN files and this page's own inline script run; the page talks
+    to its own origin only. Swagger UI sets inline styles, hence ``'unsafe-inline'``
+    for styles (never for scripts)."""
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    return "; ".join((
+        "default-src 'none'",
+        f"script-src {SWAGGER_UI}/swagger-ui-bundle.js 'sha256-{digest}'",
+        f"style-src {SWAGGER_UI}/swagger-ui.css 'unsafe-inline'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    ))
+
 
 _PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")
 
@@ -64,6 +97,9 @@ def openapi_document() -> Response:
 @router.get(DOCS_PATH)
 def swagger_ui() -> Response:
     spec = json.dumps(base_path(router.current_event) + DOCUMENT_PATH)
-    return Response(status_code=200, content_type="text/html; charset=utf-8",
-                    body=PAGE.format(ui=SWAGGER_UI, spec=spec),
-                    headers={"Cache-Control": "public, max-age=300"})
+    script = SCRIPT.format(spec=spec)
+    page = PAGE.format(ui=SWAGGER_UI, css_sri=CSS_SRI, bundle_sri=BUNDLE_SRI, script=script)
+    return Response(status_code=200, content_type="text/html; charset=utf-8", body=page,
+                    headers={"Cache-Control": "public, max-age=300",
+                             "Content-Security-Policy": content_security_policy(script),
+                             "X-Content-Type-Options": "nosniff"})

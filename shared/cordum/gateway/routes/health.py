@@ -1,8 +1,10 @@
 """GET /health (no auth) and GET /api/v1/health (auth + tenant): Redis and NATS answer.
 
 JSON either way, as Cordum's gateway answers: 200 ``{"status": "healthy", "redis": "ok",
-"nats": "ok"}``, or 503 with ``"status": "unhealthy"``, the error and what each
-dependency said. Each check is bounded by its configured timeout and both run at once.
+"nats": "ok"}``, or 503 with ``"status": "unhealthy"`` and ``"ok"`` or ``"unavailable"``
+per dependency. ``/health`` answers anyone, so the body never carries an exception text,
+a host or a URL: what went wrong goes to the log. Each check is bounded by its configured
+timeout and both run at once.
 """
 
 from __future__ import annotations
@@ -25,20 +27,26 @@ log = logging.getLogger(__name__)
 router = Router()
 
 
+OK = "ok"
+UNAVAILABLE = "unavailable"
+
+
 def health_body(reach: queries.Connectivity) -> tuple[int, dict[str, Any]]:
-    redis, nats = reach.redis_error or "ok", reach.nats_error or "ok"
+    parts = {"redis": UNAVAILABLE if reach.redis_error else OK,
+             "nats": UNAVAILABLE if reach.nats_error else OK}
     if reach.healthy:
-        return 200, {"status": "healthy", "redis": redis, "nats": nats}
-    problems = "; ".join(f"{name}: {err}" for name, err in
-                         (("redis", reach.redis_error), ("nats", reach.nats_error)) if err)
-    return 503, {"status": "unhealthy", "error": f"unhealthy: {problems}", "code": "unhealthy",
-                 "redis": redis, "nats": nats}
+        return 200, {"status": "healthy", **parts}
+    down = ", ".join(f"{name} {state}" for name, state in parts.items() if state != OK)
+    return 503, {"status": "unhealthy", "error": f"unhealthy: {down}", "code": "unhealthy",
+                 **parts}
 
 
 def _answer() -> Response:
-    status, body = health_body(runtime.run(queries.connectivity(settings())))
+    reach = runtime.run(queries.connectivity(settings()))
+    status, body = health_body(reach)
     if status != 200:
-        log.warning("%s", body["error"])
+        log.warning("unhealthy: redis: %s; nats: %s", reach.redis_error or OK,
+                    reach.nats_error or OK)
     return json_response(status, body)
 
 

@@ -53,4 +53,5 @@ def get_job(job_id: str) -> Response:
 @router.post("/api/v1/jobs/<job_id>/cancel")
 def cancel_job(job_id: str) -> Response:
     who = principal(router.current_event)
+    require_role(who, *SUBMIT_ROLES)  # stopping a job is as much a write as starting one
     return json_response(200, runtime.run(deps.jobs().cancel(who, job_id)))

@@ -2,6 +2,7 @@
 -- KEYS[1] job:meta:<id>   KEYS[2] job:req:<id>    KEYS[3] ctx:<id>
 -- KEYS[4] job:index:<state>  KEYS[5] job:recent  KEYS[6] job:events:<id>
 -- KEYS[7] job:tenant:active:<tenant>  KEYS[8] trace:<trace_id>
+-- KEYS[9] job:tenant:index:<tenant>:<state> (the tenant's share of KEYS[4])
 -- ARGV[1] job id  ARGV[2] now (us)  ARGV[3] state  ARGV[4] context payload
 -- ARGV[5] request payload  ARGV[6] meta TTL (s)  ARGV[7] data TTL (s)
 -- ARGV[8..] meta field, value pairs
@@ -18,6 +19,8 @@ for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('EXPIRE', KEYS[1], meta_ttl)
 redis.call('ZADD', KEYS[4], now, id)
+redis.call('ZADD', KEYS[9], now, id)
+redis.call('EXPIRE', KEYS[9], meta_ttl)
 redis.call('ZADD', KEYS[5], now, id)
 redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -1001)
 redis.call('RPUSH', KEYS[6], '{"ts":' .. now .. ',"state":' .. cjson.encode(state) .. '}')

@@ -7,6 +7,7 @@ if redis.call('HGET', KEYS[1], 'state') ~= ARGV[2] then
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[6])
 redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[9], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('SREM', KEYS[7], ARGV[1])
 redis.call('SREM', KEYS[8], ARGV[1])

@@ -1,6 +1,7 @@
 -- Event timestamps are written as text: cjson would round microseconds to 14 digits.
 -- Move a job through one or more states atomically, as Cordum's state machine allows.
--- Per-state index, job:recent, the event log, the tenant active set, the deadline
+-- Per-state index (global and the tenant's own), job:recent, the event log, the tenant
+-- active set, the deadline
 -- and the attempts counter move with the state, so no reader sees half a transition.
 -- Index and tenant keys are derived here from the stored state and tenant: this
 -- needs Redis with cluster mode disabled, which is what the stack deploys.
@@ -15,10 +16,13 @@
 -- ARGV[8] "unchanged since" (us) or "": when the job's updated_at is later, it has
 --         moved since the caller looked at it and the call is a "skip"
 -- ARGV[9] N, the number of side records: KEYS[7..6+N] are SET with the transition,
---         values and TTLs (s) in ARGV[10..9+2N] (value, ttl pairs)
--- ARGV[10+2N..] meta field, value pairs written with the last state
+--         values and TTLs (s) in ARGV[11..10+2N] (value, ttl pairs)
+-- ARGV[10] worker fence or "": when the meta names a worker_id and it is another, the
+--         call is a "foreign" (a result from a worker the job was not dispatched to)
+-- ARGV[11+2N..] meta field, value pairs written with the last state
 -- Returns {status, previous state, workflow id of the job or ""}: status "ok"; "skip" when the current state is not in
--- ARGV[5]; "invalid" when the table forbids a step (nothing is written).
+-- ARGV[5]; "foreign" (see ARGV[10]); "invalid" when the table forbids a step (nothing is
+-- written).
 local allowed = {
   [''] = {PENDING=1, APPROVAL_REQUIRED=1, SCHEDULED=1, DISPATCHED=1, RUNNING=1, FAILED=1, CANCELLED=1},
   PENDING = {APPROVAL_REQUIRED=1, SCHEDULED=1, DISPATCHED=1, RUNNING=1, DENIED=1, FAILED=1,
@@ -47,6 +51,14 @@ local id, now, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local prev = redis.call('HGET', KEYS[1], 'state') or ''
 local cur = prev
 
+-- Checked before the state: a late result of another worker must not pass for a
+-- redelivery of the one that finished the job.
+if ARGV[10] ~= '' then
+  local worker = redis.call('HGET', KEYS[1], 'worker_id')
+  if worker and worker ~= '' and worker ~= ARGV[10] then
+    return {'foreign', prev, redis.call('HGET', KEYS[1], 'workflow_id') or ''}
+  end
+end
 if ARGV[5] ~= '' then
   local ok = false
   for _, s in ipairs(split(ARGV[5])) do
@@ -78,16 +90,24 @@ for _, nxt in ipairs(path) do
   cur = nxt
 end
 
+-- Terminal indexes only grow: an entry older than a meta lives names a job that is
+-- gone, and the key itself expires with the last job that landed in it.
+local function trim(index)
+  redis.call('ZREMRANGEBYSCORE', index, '-inf',
+             string.format('(%.0f', tonumber(now) - ttl * 1000000))
+  redis.call('EXPIRE', index, ttl)
+end
 if prev ~= '' then
   redis.call('ZREM', 'job:index:' .. string.lower(prev), id)
 end
 redis.call('ZADD', 'job:index:' .. string.lower(cur), now, id)
+if terminal[cur] then trim('job:index:' .. string.lower(cur)) end
 local sides = tonumber(ARGV[9])
 for i = 1, sides do
-  redis.call('SET', KEYS[6 + i], ARGV[8 + 2 * i], 'EX', tonumber(ARGV[9 + 2 * i]))
+  redis.call('SET', KEYS[6 + i], ARGV[9 + 2 * i], 'EX', tonumber(ARGV[10 + 2 * i]))
 end
 local fields = {'state', cur, 'updated_at', now}
-for i = 10 + 2 * sides, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 11 + 2 * sides, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 if attempts_bump > 0 then
   redis.call('HINCRBY', KEYS[1], 'attempts', attempts_bump)
@@ -98,6 +118,13 @@ local tenant = redis.call('HGET', KEYS[1], 'tenant')
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -1001)
 if tenant then
+  -- The tenant's own index (store.jobs.tenant_index_key): list pages read it alone,
+  -- whatever other tenants store.
+  local own = 'job:tenant:index:' .. tenant .. ':'
+  if prev ~= '' then redis.call('ZREM', own .. string.lower(prev), id) end
+  own = own .. string.lower(cur)
+  redis.call('ZADD', own, now, id)
+  if terminal[cur] then trim(own) else redis.call('EXPIRE', own, ttl) end
   local active = 'job:tenant:active:' .. tenant
   if terminal[cur] then
     redis.call('SREM', active, id)
