@@ -274,7 +274,8 @@ def test_kernel_down_meta_check_fails_open_and_content_check_follows_the_fail_mo
                 # The input kernel is down too: fail-open dispatch needs a live kernel,
                 # so the job is put RUNNING by hand.
                 await h.store.transition(h.job_id, ["RUNNING"], only_from=["-"],
-                                         fields={"tenant": "t", "topic": "job.default"})
+                                         fields={"tenant": "t", "topic": "job.default",
+                                                 "worker_id": h.worker_id})
                 return await h.engine.handle_result(await h.succeed("anything"))
 
             outcome = loop.run_until_complete(scenario())

@@ -104,7 +104,8 @@ class Api:
         job = NewJob(job_id=job_id, trace_id=f"tr-{job_id}", tenant=tenant, topic=topic,
                      context=json.dumps({"prompt": f"p{n}"}),
                      request=json_format.MessageToJson(req, indent=None),
-                     meta={"principal": "alice", "team": "core", "capability": "echo"})
+                     meta={"principal": "alice", "team": "core", "capability": "echo",
+                           "worker_id": "w1"})  # dispatched to w1, which reports below
         assert runtime.run(self.store.create(job))
         self.jobs.append(job_id)
         res = protocol.JobResult(job_id=job_id, status=protocol.JobStatus.JOB_STATUS_FAILED,

@@ -176,11 +176,13 @@ def test_terminal_transition_writes_the_dlq_entry_in_the_same_step(env):
 def test_worker_fence_skips_a_job_of_another_worker(env):
     loop, client, store, job = env
     loop.run_until_complete(store.create(job))
-    # A job never dispatched names no worker: the fence lets any result through.
-    unfenced = loop.run_until_complete(store.transition(
-        job.job_id, [JobState.SCHEDULED, JobState.RUNNING], fields={"worker_id": "w1"},
-        worker_of_record="w9"))
-    assert unfenced.applied and not unfenced.foreign
+    # A job never dispatched names no worker: no result may finish it.
+    undispatched = loop.run_until_complete(store.transition(
+        job.job_id, [JobState.SUCCEEDED], worker_of_record="w9"))
+    assert undispatched.foreign and not undispatched.applied
+    dispatched = loop.run_until_complete(store.transition(
+        job.job_id, [JobState.SCHEDULED, JobState.RUNNING], fields={"worker_id": "w1"}))
+    assert dispatched.applied and not dispatched.foreign
     # Given a job running on w1 / When w2's result arrives, with its side record
     side = f"side:{job.job_id}"
     result = loop.run_until_complete(store.transition(

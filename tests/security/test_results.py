@@ -111,3 +111,18 @@ def test_result_from_another_worker_is_dropped(path):
     path.write_result(job_id, '{"answer": "real"}')
     assert path.report(job_id, ptr).state == "SUCCEEDED"
     assert path.detail(job_id)[0]["result"] == {"answer": "real"}
+
+
+@pytest.mark.parametrize("status", [protocol.JobStatus.JOB_STATUS_SUCCEEDED,
+                                    protocol.JobStatus.JOB_STATUS_FAILED],
+                         ids=["succeeded", "failed"])
+def test_result_for_a_job_never_dispatched_is_dropped(path, status):
+    # Given a job waiting for a worker: no worker of record yet
+    job_id = path.submit("harmless")
+    assert meta_of(job_id)["state"] == "PENDING"
+    # When anyone on the bus reports it over (an approval gate job finished this way
+    # would let a workflow pass its gate unapproved)
+    outcome = path.report(job_id, status=status, worker=f"forger-{path.unique}")
+    # Then nothing changes
+    assert outcome.action == "dropped", outcome
+    assert meta_of(job_id)["state"] == "PENDING"

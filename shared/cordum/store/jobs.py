@@ -207,7 +207,7 @@ class JobStore:
         ``unchanged_since`` (µs) skips a job whose last transition is later: one that
         left the state a caller scanned and came back to it since.
         ``worker_of_record`` (a result's worker) skips, with ``foreign`` set, a job
-        whose meta names another ``worker_id`` (a job never dispatched names none).
+        whose meta names another ``worker_id``, or none (a job never dispatched).
         """
         states = [JobState(s).value for s in path]
         keys = [meta_key(job_id), events_key(job_id), RECENT_KEY, DEADLINE_KEY,

@@ -17,8 +17,9 @@
 --         moved since the caller looked at it and the call is a "skip"
 -- ARGV[9] N, the number of side records: KEYS[7..6+N] are SET with the transition,
 --         values and TTLs (s) in ARGV[11..10+2N] (value, ttl pairs)
--- ARGV[10] worker fence or "": when the meta names a worker_id and it is another, the
---         call is a "foreign" (a result from a worker the job was not dispatched to)
+-- ARGV[10] worker fence or "": unless the meta's worker_id is this one, the call is a
+--         "foreign" (a result from a worker the job was not dispatched to, or for a job
+--         dispatched to nobody yet)
 -- ARGV[11+2N..] meta field, value pairs written with the last state
 -- Returns {status, previous state, workflow id of the job or ""}: status "ok"; "skip" when the current state is not in
 -- ARGV[5]; "foreign" (see ARGV[10]); "invalid" when the table forbids a step (nothing is
@@ -55,7 +56,7 @@ local cur = prev
 -- redelivery of the one that finished the job.
 if ARGV[10] ~= '' then
   local worker = redis.call('HGET', KEYS[1], 'worker_id')
-  if worker and worker ~= '' and worker ~= ARGV[10] then
+  if worker ~= ARGV[10] then
     return {'foreign', prev, redis.call('HGET', KEYS[1], 'workflow_id') or ''}
   end
 end
