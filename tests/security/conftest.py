@@ -8,6 +8,8 @@ Redis and NATS, with three keys: ``alice`` (admin) and ``bob`` (user) in tenant
 from __future__ import annotations
 
 import json
+import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,8 @@ import pytest
 from cordum import config, runtime
 from cordum.gateway import deps
 from tests.conftest import NATS_URL, REDIS_URL
+
+CONFIG = Path(__file__).resolve().parents[2] / "config"
 
 ALICE = "alice-key-0123456789"
 BOB = "bob-key-0123456789"
@@ -24,6 +28,23 @@ KEYS = [
     {"key": BOB, "tenant": "default", "role": "user", "principal_id": "bob"},
     {"key": CAROL, "tenant": "acme", "role": "admin", "principal_id": "carol"},
 ]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    """A safety kernel with the shipped policy (``config/safety.yaml``) on a free port."""
+    from cordum.safety.kernel import Policy, serve
+
+    addr = f"127.0.0.1:{free_port()}"
+    server = serve(addr, Policy(CONFIG / "safety.yaml"))
+    yield addr
+    server.stop(grace=0)
 
 
 def event(method: str, path: str, body: Any = None, key: str | None = ALICE,

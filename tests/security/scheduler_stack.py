@@ -10,20 +10,17 @@ core subscription (a consumer of the work-queue stream may take them first).
 from __future__ import annotations
 
 import json
-import socket
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import nats
-import pytest
 
 from cordum import protocol, runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, settings
 from cordum.safety.client import SafetyClient
-from cordum.safety.kernel import Policy, serve
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.registry import SnapshotRegistry
@@ -39,20 +36,6 @@ from tests.security.conftest import forget_jobs
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 TOPIC = "job.default"
 """Allowed by the example policy, served by the test's worker."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    addr = f"127.0.0.1:{free_port()}"
-    server = serve(addr, Policy(CONFIG / "safety.yaml"))
-    yield addr
-    server.stop(grace=0)
 
 
 class Scheduler:

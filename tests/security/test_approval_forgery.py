@@ -10,7 +10,6 @@ job's meta; labels, from the API or from the bus, never grant one.
 from __future__ import annotations
 
 import json
-import socket
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,34 +20,20 @@ from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, load_settings
 from cordum.gateway import deps
 from cordum.safety.client import SafetyClient
-from cordum.safety.kernel import Policy, serve
+from cordum.safety.kernel import Policy
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.registry import SnapshotRegistry
 from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
 from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.indexes import JobIndexes
-from cordum.store.jobs import JobState, JobStore, index_key
+from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
 from tests.conftest import NATS_URL, REDIS_URL
-from tests.security.conftest import BOB, call, event, meta_of
+from tests.security.conftest import BOB, call, event, forget_jobs, meta_of
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 GATED_TOPIC = "job.echo.approval"
 """The example policy sends this topic to a human."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    addr = f"127.0.0.1:{free_port()}"
-    server = serve(addr, Policy(CONFIG / "safety.yaml"))
-    yield addr
-    server.stop(grace=0)
 
 
 class CountingKernel:
@@ -111,18 +96,7 @@ class Platform:
     def cleanup(self) -> None:
         async def forget() -> None:
             r = self.redis
-            for job_id in self.jobs:
-                for state in JobState:
-                    await r.zrem(index_key(state), job_id)
-                await r.zrem("job:recent", job_id)
-                await r.zrem("dlq:index", job_id)
-                await r.zrem("job:deadline", job_id)
-                keys = await r.keys(f"*{job_id}*")
-                if keys:
-                    await r.delete(*keys)
-                # Known as over: a stack sharing this Redis leaves it alone.
-                await r.hset(f"job:meta:{job_id}", "state", "CANCELLED")
-                await r.expire(f"job:meta:{job_id}", 900)
+            await forget_jobs(r, self.jobs)
             keys = await r.keys(f"*{self.unique}*")
             if keys:
                 await r.delete(*keys)

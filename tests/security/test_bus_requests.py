@@ -21,11 +21,11 @@ from cordum import protocol, runtime
 from cordum.scheduler.batch import VisibilityDelayer, process_batch
 from cordum.scheduler.errors import UnparseableRecord
 from tests.security.conftest import CAROL, call, event, meta_of
-from tests.security.scheduler_stack import TOPIC, Scheduler, kernel  # noqa: F401
+from tests.security.scheduler_stack import TOPIC, Scheduler
 
 
 @pytest.fixture
-def stack(gateway, kernel):  # noqa: F811
+def stack(gateway, kernel):
     s = Scheduler(kernel)
     runtime.run(s.add_worker())
     yield s

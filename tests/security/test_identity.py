@@ -10,37 +10,20 @@ a real safety kernel, whose example policy sends ``job.echo.approval`` to approv
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
 from cordum import runtime
 from cordum.gateway.auth import key_id
-from cordum.safety.kernel import Policy, serve
 from cordum.store.indexes import JobIndexes
-from tests.security.conftest import ALICE, BOB, KEYS, call, configure, event, meta_of
+from tests.security.conftest import ALICE, BOB, KEYS, call, configure, event, forget_jobs, meta_of
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 GATED_TOPIC = "job.echo.approval"
 NAMELESS = "nameless-admin-key-0123456789"
 """An admin key of tenant default without a principal_id (as `make up` used to write)."""
 VIEWER = "viewer-key-0123456789"
-TOMBSTONE_TTL_S = 900
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    addr = f"127.0.0.1:{free_port()}"
-    server = serve(addr, Policy(CONFIG / "safety.yaml"))
-    yield addr
-    server.stop(grace=0)
 
 
 @pytest.fixture
@@ -57,17 +40,7 @@ def jobs(gateway, kernel, monkeypatch):
 
 
 async def forget(job_ids: list[str]) -> None:
-    # Tombstoned rather than deleted: a stack running beside the tests may still
-    # see a published request and must find the job ended, not create it anew.
-    r = runtime.redis_client()
-    for job_id in job_ids:
-        for key in await r.keys("job:index:*"):
-            await r.zrem(key, job_id)
-        await r.zrem("job:recent", job_id)
-        await r.zrem("job:deadline", job_id)
-        await r.delete(f"job:req:{job_id}")
-        await r.hset(f"job:meta:{job_id}", "state", "CANCELLED")
-        await r.expire(f"job:meta:{job_id}", TOMBSTONE_TTL_S)
+    await forget_jobs(runtime.redis_client(), job_ids)
 
 
 def submit(made: list[str], key: str, topic: str = GATED_TOPIC,

@@ -18,14 +18,14 @@ import pytest
 
 from cordum import protocol, runtime
 from cordum.scheduler.engine import tenant_of
-from tests.security.scheduler_stack import TOPIC, Scheduler, Submitted, kernel  # noqa: F401
+from tests.security.scheduler_stack import TOPIC, Scheduler, Submitted
 
 SUCCEEDED = protocol.JobStatus.JOB_STATUS_SUCCEEDED
 FAILED_FATAL = protocol.JobStatus.JOB_STATUS_FAILED_FATAL
 
 
 @pytest.fixture
-def stack(gateway, kernel):  # noqa: F811
+def stack(gateway, kernel):
     s = Scheduler(kernel)
     watch = runtime.run(Submitted().start())
     runtime.run(s.add_worker())
