@@ -132,17 +132,16 @@ def nats_options(cfg: Settings | None = None) -> dict[str, Any]:
 
 
 def _read_secret(arn: str, variable: str = "REDIS_AUTH_SECRET_ARN") -> str:
-    # Imported here: boto3 costs ~300 ms of cold start, paid only by processes
-    # that take the token from Secrets Manager. aws_client sets short timeouts
-    # and keeps botocore's debug log from printing the secret.
-    from cordum.gateway.auth import aws_client
+    # boto3 costs ~300 ms of cold start, paid only by processes that take the
+    # token from Secrets Manager (aws.client imports it on first use).
+    from cordum import aws
 
     env = dict(os.environ)
     parts = arn.split(":")
     if len(parts) > 3 and parts[3]:
         env["AWS_REGION"] = parts[3]  # the secret's own region
     try:
-        answer = aws_client("secretsmanager", env).get_secret_value(SecretId=arn)
+        answer = aws.client("secretsmanager", env).get_secret_value(SecretId=arn)
     except Exception as exc:
         response = getattr(exc, "response", None)
         code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None

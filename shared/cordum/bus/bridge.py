@@ -181,24 +181,11 @@ class SqsClientProtocol(Protocol):
 
 
 def sqs_client(env: Mapping[str, str] | None = None) -> SqsClientProtocol:
-    """A boto3 SQS client. LocalStack is reached through AWS_ENDPOINT_URL(_SQS)."""
-    import boto3
-    from botocore.config import Config
+    """An SQS client (LocalStack is reached through AWS_ENDPOINT_URL(_SQS)). Worst case
+    for one call: 2 x (1 s connect + 3 s read), inside the bridge's stop window."""
+    from cordum import aws
 
-    env = os.environ if env is None else env
-    endpoint = env.get("AWS_ENDPOINT_URL_SQS") or env.get("AWS_ENDPOINT_URL") or None
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
-    # botocore's defaults (60 s timeouts, several retries) would hold a forward,
-    # and a shutdown, for minutes while SQS is away; the NAK retries instead.
-    # Worst case for one call: 2 x (1 s connect + 3 s read), inside the stop window.
-    config = Config(
-        connect_timeout=1,
-        read_timeout=3,
-        retries={"mode": "standard", "total_max_attempts": 2},
-    )
-    client: SqsClientProtocol = boto3.client(
-        "sqs", region_name=region, endpoint_url=endpoint, config=config
-    )
+    client: SqsClientProtocol = aws.client("sqs", env)
     return client
 
 

@@ -39,9 +39,8 @@ from cordum.gateway.errors import ApiError
 from cordum.gateway.views import json_object, rfc3339
 from cordum.scheduler.approval import APPROVED, HASH_FIELD, SNAPSHOT_FIELD
 from cordum.scheduler.errorcodes import error_code_enum
-from cordum.scheduler.errors import RetryAfter
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash, snapshot_base
-from cordum.store.errors import InvalidTransition, StoreError
+from cordum.store.errors import InvalidTransition, LockBusy, LockUnavailable, StoreError
 from cordum.store.indexes import JobIndexes
 from cordum.store.jobs import (
     TERMINAL_STATES,
@@ -118,10 +117,9 @@ async def api_job_lock(locks: JobLocks, job_id: str, deadline: float | None,
     """
     try:
         lease = await locks.acquire(job_id, deadline=deadline, read=meta_key(job_id))
-    except RetryAfter as exc:
-        if exc.reason == "job lock busy":
-            raise RetryableConflict("job is being changed; retry", busy_code,
-                                    exc.delay_s) from exc
+    except LockBusy as exc:
+        raise RetryableConflict("job is being changed; retry", busy_code, exc.delay_s) from exc
+    except LockUnavailable as exc:
         raise ApiError(503, "store unavailable", "store_unavailable") from exc
     try:
         yield lease

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cordum import aws
 from cordum.gateway.errors import ApiError, unauthorized
 
 if TYPE_CHECKING:
@@ -132,32 +133,6 @@ def parse_keys(raw: str, source: str = KEYS_VAR) -> list[ApiKey]:
     return [ApiKey(key=k.strip()) for k in raw.split(",") if k.strip()]
 
 
-class _DropResponseBodies(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Response body")
-
-
-def _hide_response_bodies() -> None:
-    """botocore logs every response body at DEBUG: for SSM and Secrets Manager that is the keys."""
-    parsers = logging.getLogger("botocore.parsers")
-    if not any(isinstance(f, _DropResponseBodies) for f in parsers.filters):
-        parsers.addFilter(_DropResponseBodies())
-
-
-def aws_client(service: str, env: Mapping[str, str]) -> Any:
-    """A boto3 client with short timeouts (imported here: ~150 ms a cold start need not pay)."""
-    import boto3
-    from botocore.config import Config
-
-    _hide_response_bodies()
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
-    # botocore's defaults (60 s timeouts) would hold a request for a minute
-    # while the service is away; a refresh keeps the last keys instead.
-    config = Config(connect_timeout=1, read_timeout=2,
-                    retries={"mode": "standard", "total_max_attempts": 2})
-    return boto3.client(service, region_name=region, config=config)
-
-
 def _aws_reason(exc: Exception) -> str:
     """What went wrong, without the response body (which may echo the value)."""
     response = getattr(exc, "response", None)
@@ -203,7 +178,7 @@ class KeyLoader:
     def _read_parameter(self, name: str) -> str:
         try:
             if self._ssm is None:
-                self._ssm = aws_client("ssm", self._env)
+                self._ssm = aws.client("ssm", self._env)
             answer = self._ssm.get_parameter(Name=name, WithDecryption=True)
             return str(answer["Parameter"]["Value"])
         except Exception as exc:
@@ -212,7 +187,7 @@ class KeyLoader:
     def _read_secret(self, arn: str) -> str:
         try:
             if self._secrets is None:
-                self._secrets = aws_client("secretsmanager", self._env)
+                self._secrets = aws.client("secretsmanager", self._env)
             answer = self._secrets.get_secret_value(SecretId=arn)
             if answer.get("SecretString") is not None:
                 return str(answer["SecretString"])

@@ -51,9 +51,9 @@ class VisibilityDelayer:
             log.warning("no queue URL configured: retry uses the queue's visibility timeout")
             return
         if self._client is None:
-            import boto3
+            from cordum import aws
 
-            self._client = boto3.client("sqs")
+            self._client = aws.client("sqs")
         try:
             self._client.change_message_visibility(
                 QueueUrl=self._queue_url,

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
+from cordum.errors import RetryAfter
 
-class RetryAfter(Exception):  # noqa: N818 (Cordum's name for it)
-    """Not now: deliver this packet again after ``delay_s`` seconds."""
-
-    retryable = True
-
-    def __init__(self, reason: str, delay_s: float) -> None:
-        super().__init__(f"{reason} (retry in {delay_s:g}s)")
-        self.reason = reason
-        self.delay_s = delay_s
+__all__ = ["NoWorkers", "RetryAfter", "UnparseableRecord"]
 
 
 class NoWorkers(RetryAfter):

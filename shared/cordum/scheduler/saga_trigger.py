@@ -61,9 +61,9 @@ class RollbackTrigger(Protocol):
 def _lambda_client() -> Any:
     # One client per process: creating one costs tens of milliseconds, and the
     # result function's warm invocations reuse its connection pool.
-    import boto3
+    from cordum import aws
 
-    return boto3.client("lambda")
+    return aws.client("lambda")
 
 
 class LambdaRollbackTrigger:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cordum.errors import RetryAfter
+
 
 class StoreError(RuntimeError):
     """Redis could not be reached or answered with an error; the caller may retry."""
@@ -19,3 +21,15 @@ class InvalidTransition(StoreError):
         self.job_id = job_id
         self.current = current
         self.target = target
+
+
+class LockBusy(RetryAfter):
+    """Another holder has the job's lock and kept it past the wait."""
+
+    def __init__(self, job_id: str, delay_s: float) -> None:
+        super().__init__("job lock busy", delay_s)
+        self.job_id = job_id
+
+
+class LockUnavailable(RetryAfter):
+    """Redis failed while the job's lock was being taken."""

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cordum.scheduler.errors import RetryAfter
-from cordum.store.errors import StoreError
+from cordum.store.errors import LockBusy, LockUnavailable, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable
@@ -225,10 +224,11 @@ class JobLocks:
         """Take the job's lock, waiting while it is busy.
 
         The wait ends after ``acquire_timeout_s`` or at ``deadline``, whichever
-        comes first (at least one attempt is made); then ``RetryAfter("job lock
-        busy", busy_retry_s)``. A Redis failure raises ``RetryAfter(...,
-        error_retry_s)``. With ``read``, that hash (the job's meta) is read by the
-        same script as the acquire and handed over as ``lease.data``.
+        comes first (at least one attempt is made); then :class:`LockBusy` (a
+        ``RetryAfter`` of ``busy_retry_s``). A Redis failure raises
+        :class:`LockUnavailable` (``error_retry_s``). With ``read``, that hash (the
+        job's meta) is read by the same script as the acquire and handed over as
+        ``lease.data``.
         """
         policy = self.policy
         key = job_lock_key(job_id)
@@ -250,14 +250,14 @@ class JobLocks:
             except Exception as exc:
                 # A SET that timed out may still have landed: the key then blocks the
                 # job until its TTL runs out, and the retry finds it busy until then.
-                raise RetryAfter(f"job lock {job_id}: {exc}", policy.error_retry_s) from exc
+                raise LockUnavailable(f"job lock {job_id}: {exc}", policy.error_retry_s) from exc
             if got:
                 lease = Lease(self._scripts, key, token, policy)
                 lease.data = data
                 lease._start_renewing()
                 return lease
             if time.monotonic() + policy.acquire_poll_s > give_up:
-                raise RetryAfter("job lock busy", policy.busy_retry_s)
+                raise LockBusy(job_id, policy.busy_retry_s)
             await asyncio.sleep(policy.acquire_poll_s)
 
     @contextlib.asynccontextmanager
