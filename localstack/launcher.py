@@ -10,14 +10,8 @@ Also importable (``import launcher`` with localstack/ on sys.path):
 ``ensure_installed()``, ``start()``, ``stop()``, ``is_running()``, ``status()``,
 ``localstack_url()``; failures raise ``LauncherError`` with what to do.
 
-What it builds, in a cache outside the clone, each keyed by its pins and
-built in a temporary folder renamed into place, so a half-built one is never
-used:
-
-* ``localstack-venv-<hash>``: Python 3.13 venv with requirements.txt, plus the
-  project's Lambda executor plugin (executor/), reinstalled when its sources change;
-* ``lambda-runtime-python3.12-<hash>``: the emulated /var/runtime (awslambdaric,
-  boto3) installed for the python3.12 interpreter that runs functions.
+What it needs is built by installation.py, in a cache outside the clone.
+This module starts, watches and stops the LocalStack process.
 
 LocalStack listens on 127.0.0.1 only. Its state, pid and logs live under
 ``<repo>/.cordum/``. Standard library only: it runs before any venv exists.
@@ -27,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import glob
-import hashlib
 import http.client
 import json
 import os
@@ -38,23 +30,26 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-REQUIREMENTS = HERE / "requirements.txt"
-EXECUTOR_SRC = HERE / "executor"
+from installation import (
+    LOG_DIR,
+    STATE_DIR,
+    Installation,
+    LauncherError,
+    ensure_installed,
+    say,
+    tail,
+    warn_if_executor_changed,
+)
 
-STATE_DIR = REPO / ".cordum"
+# layers/ is on sys.path once installation is imported.
+from tool_cache import file_lock
+
 PID_FILE = STATE_DIR / "pids" / "localstack.pid"
-LOG_DIR = STATE_DIR / "logs"
 LOG_FILE = LOG_DIR / "localstack.log"
-INSTALL_LOG = LOG_DIR / "localstack-install.log"
 DATA_DIR = STATE_DIR / "localstack"
 
 DEFAULT_PORT = 4566
@@ -63,54 +58,6 @@ STOP_GRACE_S = 10.0
 EXECUTOR_NAME = "cordum-local"
 # The module LocalStack's process runs; it tells our process from others.
 LOCALSTACK_MAIN = "localstack.runtime.main"
-
-
-@dataclass(frozen=True)
-class LambdaRuntime:
-    """A Lambda runtime the executor can run, and how to build it here."""
-
-    name: str
-    """Lambda's runtime identifier."""
-    version: str
-    """The interpreter's major.minor version."""
-    override_env: str
-    """Variable naming the interpreter to use instead of pyenv's."""
-    requirements: tuple[str, ...]
-    """What AWS's runtime image ships in /var/runtime; boto3 as pinned by the project."""
-
-
-LAMBDA_RUNTIMES = (
-    LambdaRuntime(
-        "python3.12", "3.12", "CORDUM_PYTHON312", ("awslambdaric==4.2.2", "boto3==1.43.11")
-    ),
-)
-
-
-class LauncherError(Exception):
-    """Something the user must fix; the message says what."""
-
-
-@dataclass(frozen=True)
-class Installation:
-    venv: Path
-    runtimes: dict[str, dict[str, str]]
-    """The executor's runtime map (CORDUM_LAMBDA_RUNTIMES): name -> {"python", "path"}."""
-
-    @property
-    def python(self) -> Path:
-        return self.venv / "bin" / "python"
-
-
-# -- locations ----------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    explicit = os.environ.get("CORDUM_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg).expanduser() / "cordum-serverless"
-
 
 def localstack_port() -> int:
     raw = os.environ.get("LOCALSTACK_PORT", str(DEFAULT_PORT))
@@ -122,252 +69,6 @@ def localstack_port() -> int:
 
 def localstack_url(port: int | None = None) -> str:
     return f"http://127.0.0.1:{port or localstack_port()}"
-
-
-def _hash12(*parts: bytes) -> str:
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part)
-        digest.update(b"\0")
-    return digest.hexdigest()[:12]
-
-
-# -- progress -------------------------------------------------------------------
-
-
-def _say(message: str) -> None:
-    print(message, flush=True)
-
-
-@contextlib.contextmanager
-def _step(message: str) -> Iterator[None]:
-    _say(f"==> {message}")
-    started = time.monotonic()
-    yield
-    _say(f"    done in {time.monotonic() - started:.1f} s")
-
-
-def _run_logged(command: list[str], what: str) -> None:
-    """Run a long command with its output in INSTALL_LOG, not on the screen."""
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    with INSTALL_LOG.open("a") as log:
-        log.write(f"\n### {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
-        log.flush()
-        result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
-    if result.returncode != 0:
-        raise LauncherError(
-            f"{what} failed (exit {result.returncode}); last lines of {INSTALL_LOG}:\n"
-            + _tail(INSTALL_LOG, 30)
-        )
-
-
-def _pip(python: str | Path, *args: str) -> list[str]:
-    return [
-        str(python),
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        "--progress-bar",
-        "off",
-        *args,
-    ]
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """Serialize builds and starts between launchers running at once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _build_atomically(target: Path, build: Callable[[Path], None]) -> None:
-    """Build into a sibling temp folder, then rename it to ``target``.
-
-    Called under the target's lock, so any other temp folder is what a killed
-    build left behind.
-    """
-    for leftover in target.parent.glob(f".{target.name}.tmp-*"):
-        shutil.rmtree(leftover, ignore_errors=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        build(tmp)
-        os.rename(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-# -- interpreters -----------------------------------------------------------------
-
-
-def _pyenv_root() -> Path:
-    if os.environ.get("PYENV_ROOT"):
-        return Path(os.environ["PYENV_ROOT"])
-    with contextlib.suppress(OSError, subprocess.CalledProcessError):
-        out = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True)
-        if out.stdout.strip():
-            return Path(out.stdout.strip())
-    return Path.home() / ".pyenv"
-
-
-def _find_python(version: str, override_env: str) -> str:
-    """The interpreter for ``version``: the override variable, pyenv's newest, or PATH."""
-    explicit = os.environ.get(override_env)
-    if explicit:
-        if not os.access(explicit, os.X_OK):
-            raise LauncherError(f"{override_env}={explicit} is not an executable interpreter")
-        return explicit
-    exe = f"python{version}"
-    candidates = glob.glob(str(_pyenv_root() / "versions" / f"{version}.*" / "bin" / exe))
-
-    def version_key(path: str) -> tuple[int, ...]:
-        release = Path(path).parent.parent.name
-        return tuple(int(p) if p.isdigit() else -1 for p in release.split("."))
-
-    for candidate in sorted(candidates, key=version_key, reverse=True):
-        if os.access(candidate, os.X_OK):
-            return candidate
-    on_path = shutil.which(exe)
-    if on_path:
-        return on_path
-    raise LauncherError(
-        f"Python {version} not found: set {override_env} to a python{version} interpreter, "
-        f"or install it (e.g. `pyenv install {version}`)"
-    )
-
-
-# -- install -----------------------------------------------------------------------
-
-
-def ensure_installed() -> Installation:
-    """Build the LocalStack venv, the Lambda runtimes and the executor plugin if missing."""
-    cache = cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
-    venv = _ensure_localstack_venv(cache)
-    _ensure_executor_plugin(venv)
-    runtimes = {rt.name: _ensure_lambda_runtime(cache, rt) for rt in LAMBDA_RUNTIMES}
-    return Installation(venv=venv, runtimes=runtimes)
-
-
-def _venv_works(venv: Path) -> bool:
-    # The venv's python is a symlink to the base interpreter, which may be gone.
-    return (venv / "bin" / "python").exists()
-
-
-def _ensure_localstack_venv(cache: Path) -> Path:
-    venv = cache / f"localstack-venv-{_hash12(REQUIREMENTS.read_bytes())}"
-    if _venv_works(venv):
-        return venv
-    with _file_lock(cache / ".localstack-venv.lock"):
-        if _venv_works(venv):
-            return venv
-        if venv.exists():
-            shutil.rmtree(venv)
-        python = _find_python("3.13", "LOCALSTACK_PYTHON")
-
-        def build(tmp: Path) -> None:
-            with _step(f"LocalStack venv from {python} (first time: about 2 minutes)"):
-                _run_logged([python, "-m", "venv", str(tmp)], "creating the LocalStack venv")
-                _run_logged(
-                    _pip(tmp / "bin" / "python", "-r", str(REQUIREMENTS)),
-                    f"pip install -r {REQUIREMENTS}",
-                )
-
-        # Scripts in bin/ keep the temp path in their shebang; we only ever
-        # run `bin/python -m ...`, which does not care.
-        _build_atomically(venv, build)
-    return venv
-
-
-def _executor_digest() -> str:
-    files = sorted(
-        path
-        for path in EXECUTOR_SRC.rglob("*")
-        if path.is_file()
-        and path.suffix in (".py", ".toml")
-        and "__pycache__" not in path.parts
-        and not any(part.endswith(".egg-info") or part == "build" for part in path.parts)
-    )
-    parts = []
-    for path in files:
-        parts += [str(path.relative_to(EXECUTOR_SRC)).encode(), path.read_bytes()]
-    return _hash12(*parts)
-
-
-def _executor_stamp(venv: Path) -> Path:
-    return venv / "cordum-local-executor.stamp"
-
-
-def _warn_if_executor_changed() -> None:
-    venv = cache_dir() / f"localstack-venv-{_hash12(REQUIREMENTS.read_bytes())}"
-    stamp = _executor_stamp(venv)
-    if stamp.exists() and stamp.read_text().strip() != _executor_digest():
-        _say("    note: executor/ changed since this LocalStack started; restart it to use that")
-
-
-def _ensure_executor_plugin(venv: Path) -> None:
-    stamp = _executor_stamp(venv)
-    digest = _executor_digest()
-    if stamp.exists() and stamp.read_text().strip() == digest:
-        return
-    with _file_lock(venv.parent / ".localstack-venv.lock"):
-        if stamp.exists() and stamp.read_text().strip() == digest:
-            return
-        with _step("Lambda executor plugin into the LocalStack venv"):
-            # Build from a copy: setuptools leaves build/ and *.egg-info beside the sources.
-            with tempfile.TemporaryDirectory() as tmp:
-                src = Path(tmp) / "executor"
-                ignore = shutil.ignore_patterns("__pycache__", "build", "*.egg-info")
-                shutil.copytree(EXECUTOR_SRC, src, ignore=ignore)
-                # setuptools comes with LocalStack's pins: no isolated build env to fetch.
-                flags = ("--no-deps", "--no-build-isolation", "--force-reinstall")
-                _run_logged(
-                    _pip(venv / "bin" / "python", *flags, str(src)),
-                    "installing the executor plugin",
-                )
-        stamp.write_text(digest + "\n")
-
-
-_RUNTIME_CHECK = (
-    "import sys; sys.path.insert(0, sys.argv[1]); "
-    "import awslambdaric.bootstrap, runtime_client, boto3"
-)
-
-
-def _ensure_lambda_runtime(cache: Path, runtime: LambdaRuntime) -> dict[str, str]:
-    python = _find_python(runtime.version, runtime.override_env)
-    # The C extension in awslambdaric is built for this exact interpreter.
-    identity = subprocess.run(
-        [python, "-c", "import sys, platform; print(sys.version, platform.machine())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    key = _hash12("\n".join(runtime.requirements).encode(), identity.encode())
-    target = cache / f"lambda-runtime-{runtime.name}-{key}"
-    if not target.is_dir():
-        with _file_lock(cache / f".lambda-runtime-{runtime.name}.lock"):
-            if not target.is_dir():
-
-                def build(tmp: Path) -> None:
-                    with _step(f"Lambda runtime {runtime.name} for {python}"):
-                        _run_logged(
-                            _pip(python, "--target", str(tmp), *runtime.requirements),
-                            f"installing the {runtime.name} runtime",
-                        )
-                        # Isolated like a function: what it needs must come from tmp.
-                        _run_logged(
-                            [python, "-I", "-S", "-c", _RUNTIME_CHECK, str(tmp)],
-                            f"checking the {runtime.name} runtime",
-                        )
-
-                _build_atomically(target, build)
-    return {"python": python, "path": str(target)}
 
 
 # -- processes -------------------------------------------------------------------
@@ -453,17 +154,6 @@ def _health(port: int) -> dict[str, object] | None:
         return None
 
 
-def _tail(path: Path, lines: int) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 200 * lines))
-            text = handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return f"(no {path})"
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def _localstack_env(installation: Installation, port: int) -> dict[str, str]:
     env = {
         key: value
@@ -507,14 +197,14 @@ def start(*, port: int | None = None, timeout: float = HEALTH_TIMEOUT_S) -> str:
     """Start LocalStack unless ours already runs; return its URL once healthy."""
     port = port or localstack_port()
     url = localstack_url(port)
-    with _file_lock(PID_FILE.with_suffix(".lock")):
+    with file_lock(PID_FILE.with_suffix(".lock")):
         pid = _our_pid()
         if pid is not None:
             if _health(port) is not None:
-                _say(f"LocalStack already running at {url} (pid {pid})")
-                _warn_if_executor_changed()
+                say(f"LocalStack already running at {url} (pid {pid})")
+                warn_if_executor_changed()
                 return url
-            _say(f"LocalStack (pid {pid}) is starting; waiting for it")
+            say(f"LocalStack (pid {pid}) is starting; waiting for it")
             _wait_healthy(pid, port, timeout)
             return url
         if _port_open(port):
@@ -532,7 +222,7 @@ def start(*, port: int | None = None, timeout: float = HEALTH_TIMEOUT_S) -> str:
             os.replace(LOG_FILE, LOG_FILE.with_suffix(".log.1"))
 
         started = time.monotonic()
-        _say(f"==> LocalStack on {url}")
+        say(f"==> LocalStack on {url}")
         with LOG_FILE.open("ab") as log:
             process = subprocess.Popen(
                 [str(installation.python), "-m", LOCALSTACK_MAIN],
@@ -554,7 +244,7 @@ def start(*, port: int | None = None, timeout: float = HEALTH_TIMEOUT_S) -> str:
             _terminate(process.pid)
             PID_FILE.unlink(missing_ok=True)
             raise
-        _say(f"    up in {time.monotonic() - started:.1f} s (pid {process.pid}, log {LOG_FILE})")
+        say(f"    up in {time.monotonic() - started:.1f} s (pid {process.pid}, log {LOG_FILE})")
         return url
 
 
@@ -566,7 +256,7 @@ def _wait_healthy(pid: int, port: int, timeout: float) -> None:
             _end_dots(dots)
             raise LauncherError(
                 f"LocalStack exited during startup; last lines of {LOG_FILE}:\n"
-                + _tail(LOG_FILE, 40)
+                + tail(LOG_FILE, 40)
             )
         if _health(port) is not None:
             _end_dots(dots)
@@ -578,7 +268,7 @@ def _wait_healthy(pid: int, port: int, timeout: float) -> None:
     _end_dots(dots)
     raise LauncherError(
         f"LocalStack not healthy after {timeout:g} s; last lines of {LOG_FILE}:\n"
-        + _tail(LOG_FILE, 40)
+        + tail(LOG_FILE, 40)
     )
 
 
@@ -612,15 +302,15 @@ def _terminate(pid: int) -> None:
 def stop(*, port: int | None = None) -> bool:
     """Stop the LocalStack this launcher started; False when none was running."""
     port = port or localstack_port()
-    with _file_lock(PID_FILE.with_suffix(".lock")):
+    with file_lock(PID_FILE.with_suffix(".lock")):
         pid = _our_pid()
         if pid is None:
             if _port_open(port):
-                _say(f"LocalStack is not running from here; port {port} is held by another process")
+                say(f"LocalStack is not running from here; port {port} is held by another process")
             else:
-                _say("LocalStack is not running")
+                say("LocalStack is not running")
             return False
-        _say(f"==> stopping LocalStack (pid {pid})")
+        say(f"==> stopping LocalStack (pid {pid})")
         _terminate(pid)
         PID_FILE.unlink(missing_ok=True)
         deadline = time.monotonic() + 5
@@ -628,7 +318,7 @@ def stop(*, port: int | None = None) -> bool:
             time.sleep(0.1)
         if _port_open(port):
             raise LauncherError(f"port {port} still open after stopping pid {pid}")
-        _say("    stopped")
+        say("    stopped")
         return True
 
 
@@ -655,7 +345,7 @@ def status(*, port: int | None = None) -> dict[str, object]:
 
 
 def _logs(lines: int, follow: bool) -> None:
-    print(_tail(LOG_FILE, lines))
+    print(tail(LOG_FILE, lines))
     if not follow:
         return
     with contextlib.suppress(KeyboardInterrupt), LOG_FILE.open("rb") as handle:
@@ -683,9 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "install":
             installation = ensure_installed()
-            _say(f"LocalStack venv: {installation.venv}")
+            say(f"LocalStack venv: {installation.venv}")
             for name, runtime in installation.runtimes.items():
-                _say(f"Lambda runtime {name}: {runtime['python']} + {runtime['path']}")
+                say(f"Lambda runtime {name}: {runtime['python']} + {runtime['path']}")
         elif args.command == "start":
             start()
         elif args.command == "stop":
@@ -693,13 +383,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "status":
             state = status()
             if not state["running"]:
-                _say("LocalStack is not running")
+                say("LocalStack is not running")
                 return 3
             health = "healthy" if state["healthy"] else "not healthy"
-            _say(f"LocalStack running at {state['url']} (pid {state['pid']}), {health}")
+            say(f"LocalStack running at {state['url']} (pid {state['pid']}), {health}")
             services = state["services"]
             if isinstance(services, dict) and services:
-                _say("  " + ", ".join(f"{k}: {v}" for k, v in sorted(services.items())))
+                say("  " + ", ".join(f"{k}: {v}" for k, v in sorted(services.items())))
             return 0 if state["healthy"] else 1
         elif args.command == "logs":
             _logs(args.lines, args.follow)

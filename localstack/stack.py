@@ -17,205 +17,43 @@ import argparse
 import json
 import os
 import secrets
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STATE = ROOT / ".cordum"
-PIDS = STATE / "pids"
-LOGS = STATE / "logs"
-ENV_FILE = STATE / "local.env"
-OUTPUTS = STATE / "cdk-outputs.json"
-
 sys.path[:0] = [str(ROOT / "localstack"), str(ROOT / "infra" / "cdk")]
 
 import launcher  # noqa: E402  (localstack/launcher.py)
+from services import (  # noqa: E402  (localstack/services.py)
+    LOGS,
+    SAFETY_KERNEL_ADDR,
+    SERVICES,
+    STATE,
+    config_dir,
+    echo_worker_id,
+    ensure_nats,
+    ensure_redis,
+    fail,
+    read_pid,
+    start_services,
+    step,
+    stop_process,
+    tail,
+)
+
+ENV_FILE = STATE / "local.env"
+OUTPUTS = STATE / "cdk-outputs.json"
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
-SAFETY_KERNEL_ADDR = "127.0.0.1:50051"
 TENANT = "default"
 ADMIN_PRINCIPAL = "local-admin"
 APPROVER_PRINCIPAL = "local-approver"
 """A second admin: approving a job takes another identity than the one that submitted it."""
-SERVICES = ("safety-kernel", "bridge", "echo-worker")
-"""Our long-running processes, in start order (stopped in reverse)."""
-
-
-# ---------------------------------------------------------------- output
-
-
-_t0 = time.monotonic()
-
-
-def step(msg: str) -> None:
-    print(f"==> [{time.monotonic() - _t0:5.1f}s] {msg}", flush=True)
-
-
-def fail(msg: str) -> None:
-    print(f"error: {msg}", file=sys.stderr, flush=True)
-    raise SystemExit(1)
-
-
-def tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-# ---------------------------------------------------------------- processes
-
-
-def pid_file(name: str) -> Path:
-    return PIDS / f"{name}.pid"
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of ours still answers kill(0); it is not running.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def read_pid(name: str) -> int | None:
-    try:
-        pid = int(pid_file(name).read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return pid if alive(pid) else None
-
-
-def spawn(name: str, argv: list[str], env: dict[str, str]) -> int:
-    PIDS.mkdir(parents=True, exist_ok=True)
-    LOGS.mkdir(parents=True, exist_ok=True)
-    log = (LOGS / f"{name}.log").open("ab")
-    proc = subprocess.Popen(
-        argv,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    pid_file(name).write_text(str(proc.pid))
-    return proc.pid
-
-
-def stop_process(name: str, timeout: float = 10.0) -> bool:
-    pid = read_pid(name)
-    pid_file(name).unlink(missing_ok=True)
-    if pid is None:
-        return False
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            return True
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if not alive(pid):
-                return True
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            time.sleep(0.1)
-    return True
-
-
-# ---------------------------------------------------------------- redis / nats
-
-
-def host_port(url: str, default_port: int) -> tuple[str, int]:
-    parsed = urllib.parse.urlparse(url.split(",")[0].strip())
-    return parsed.hostname or "127.0.0.1", parsed.port or default_port
-
-
-def answers(host: str, port: int, timeout: float = 0.5) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def ensure_binary(binary: str, package: str) -> str:
-    found = shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/usr/bin")
-    if found:
-        return found
-    step(f"installing {package} (apt-get)")
-    subprocess.run(["apt-get", "update", "-qq"], check=True)
-    subprocess.run(
-        ["apt-get", "install", "-y", "-qq", package],
-        check=True,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-    )
-    found = shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/usr/bin")
-    if not found:
-        fail(f"{binary} not found after installing {package}")
-    return found
-
-
-def ensure_redis(url: str) -> None:
-    ensure_server("redis", "Redis", "REDIS_URL", url, 6379, lambda binary, port, data: [
-        binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-        "--appendonly", "no", "--dir", str(data)])
-
-
-def ensure_nats(url: str) -> None:
-    ensure_server("nats", "NATS with JetStream", "NATS_URL", url, 4222,
-                  lambda binary, port, data: [
-                      binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(data)])
-
-
-def ensure_server(name: str, label: str, env_var: str, url: str, default_port: int,
-                  argv: Callable[[str, int, Path], list[str]]) -> None:
-    """Use what answers at ``url``; else start ``<name>-server`` on loopback (the
-    Debian package of that name is installed when missing). A remote URL that does
-    not answer is an error: we only start servers on this machine."""
-    host, port = host_port(url, default_port)
-    if answers(host, port):
-        step(f"{label} answers at {host}:{port}")
-        return
-    if host not in ("127.0.0.1", "localhost"):
-        fail(f"nothing answers at {env_var}={url}")
-    binary = ensure_binary(f"{name}-server", f"{name}-server")
-    data = STATE / name
-    data.mkdir(parents=True, exist_ok=True)
-    step(f"starting {label} on {host}:{port}")
-    spawn(name, argv(binary, port, data), dict(os.environ))
-    wait_for(lambda: answers(host, port), 15, label, LOGS / f"{name}.log")
-
-
-def wait_for(check, timeout: float, what: str, log: Path | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    fail(
-        f"{what} did not come up within {timeout:.0f}s"
-        + (f"; last log lines:\n{tail(log)}" if log else "")
-    )
 
 
 # ---------------------------------------------------------------- env file
@@ -254,60 +92,6 @@ def api_url(outputs: dict[str, str], localstack_url: str) -> str:
     # LocalStack's *.localhost.localstack.cloud names do not resolve here:
     # use the path form of the REST API URL.
     return f"{localstack_url}/restapis/{outputs['RestApiId']}/{outputs['StageName']}/_user_request_"
-
-
-# ---------------------------------------------------------------- services
-
-
-def service_env(values: dict[str, str], outputs: dict[str, str]) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        PYTHONPATH=os.pathsep.join([str(ROOT / "shared"), env.get("PYTHONPATH", "")]).rstrip(":"),
-        REDIS_URL=values["REDIS_URL"],
-        NATS_URL=values["NATS_URL"],
-        SAFETY_KERNEL_ADDR=SAFETY_KERNEL_ADDR,
-        CORDUM_CONFIG_DIR=str(config_dir()),
-        SUBMIT_QUEUE_URL=outputs["SubmitQueueUrl"],
-        RESULT_QUEUE_URL=outputs["ResultQueueUrl"],
-        AWS_ENDPOINT_URL=values["LOCALSTACK_URL"],
-        AWS_ACCESS_KEY_ID="test",
-        AWS_SECRET_ACCESS_KEY="test",
-        AWS_REGION="us-east-1",
-        AWS_DEFAULT_REGION="us-east-1",
-    )
-    return env
-
-
-def start_services(values: dict[str, str], outputs: dict[str, str]) -> None:
-    env = service_env(values, outputs)
-    py = sys.executable
-    argv = {
-        "safety-kernel": [py, "-m", "cordum.safety.kernel", "--addr", SAFETY_KERNEL_ADDR],
-        "bridge": [py, "-m", "cordum.bus.bridge"],
-        "echo-worker": [py, "-m", "cordum.worker.echo"],
-    }
-    for name in SERVICES:
-        if stop_process(name):
-            step(f"restarting {name}")
-        else:
-            step(f"starting {name}")
-        spawn(
-            name,
-            argv[name],
-            {**env, "WORKER_ID": echo_worker_id()} if name == "echo-worker" else env,
-        )
-    time.sleep(1.0)
-    for name in SERVICES:
-        if read_pid(name) is None:
-            fail(f"{name} exited at start; last log lines:\n{tail(LOGS / f'{name}.log')}")
-
-
-def echo_worker_id() -> str:
-    return f"echo-{socket.gethostname()}"
-
-
-def config_dir() -> Path:
-    return Path(os.environ.get("CORDUM_CONFIG_DIR") or ROOT / "config").resolve()
 
 
 # ---------------------------------------------------------------- http
@@ -377,7 +161,8 @@ def demo(values: dict[str, str], timeout: float = 90.0) -> str:
     if status != 200 or not isinstance(body, dict):
         fail(f"submit answered {status}: {body}")
     job_id = body["job_id"]
-    state, seen = "", []
+    state = ""
+    seen: list[str] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status, job = http("GET", f"{url}/api/v1/jobs/{job_id}", key)
@@ -392,7 +177,6 @@ def demo(values: dict[str, str], timeout: float = 90.0) -> str:
                 return state
         time.sleep(0.5)
     fail(f"demo job {job_id} not terminal after {timeout:.0f}s (last state {state or '?'})")
-    return state
 
 
 # ---------------------------------------------------------------- commands

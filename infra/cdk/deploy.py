@@ -13,17 +13,13 @@ synthesizes both stack shapes (``aws``: VPC, cache, Fargate services;
 ``local``: given a Redis URL, what LocalStack runs) with sample context
 (SYNTH_SHAPES, overridden by ``--context``) into ``<out>/<shape>/``, default
 ``infra/cdk/cdk.out``, cdk-nag included, then runs cfn-lint on both
-templates with ``infra/cdk/.cfnlintrc``. It runs ``app.py`` itself, the way
-the CLI would, with ``cdk.json``'s context: no CLI, no network, no
-credentials, no Docker (image assets are only built by a deploy).
+templates with ``infra/cdk/.cfnlintrc`` (synth.py).
 
-The CLI (npm ``aws-cdk`` and ``aws-cdk-local`` at the pins below) is installed
-once into ``<cache>/cdk-cli-<hash of the pins>/node_modules``, outside the
-clone, where ``<cache>`` is ``${CORDUM_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/cordum-serverless}``.
+The CLI is pinned and installed once into the project's cache (cdk_cli.py).
 
-Python API: ``ensure_cdk_cli()``, ``deploy_local(context, outputs_file, python,
-endpoint)``, ``synth(context, python, out_dir)``, ``synth_shapes(...)``,
-``lint_templates(templates, python)``.
+Python API: ``deploy_local(context, outputs_file, python, endpoint)`` here,
+``synth(...)``, ``synth_shapes(...)``, ``lint_templates(...)`` in synth.py,
+``ensure_cdk_cli()`` in cdk_cli.py.
 
 Standard library only (python3.11+); needs node (and npm for ``deploy``);
 the lint needs cfn-lint in `python`'s environment (the project's ``infra`` extra).
@@ -32,12 +28,9 @@ the lint needs cfn-lint in `python`'s environment (the project's ``infra`` extra
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shlex
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,30 +39,20 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-CDK_DIR = Path(__file__).resolve().parent
-REPO_ROOT = CDK_DIR.parents[1]
-STACK_NAME = "CordumServerless"
-
-NPM_PINS = {"aws-cdk": "2.1148.1", "aws-cdk-local": "3.0.4"}
-"""CDK CLI packages; the CLI must be at least as new as aws-cdk-lib's cloud
-assembly version (aws-cdk-lib 2.275.0 here)."""
-
-SYNTH_SHAPES: dict[str, dict[str, str]] = {
-    "aws": {"natsUrl": "nats://nats.cordum.internal:4222"},
-    "local": {"redisUrl": "redis://127.0.0.1:6379", "natsUrl": "nats://127.0.0.1:4222"},
-}
-"""Sample context per stack shape for ``synth``: enough to build each template
-(a NATS address inside the VPC, a local Redis); ``--context`` adds or overrides."""
-
-CFN_LINT_CONFIG = CDK_DIR / ".cfnlintrc"
-"""cfn-lint settings for the synthesized templates (regions, ignored checks with
-their reasons)."""
-
-SYNTH_TIMEOUT_S = 600
+from cdk_cli import (
+    LOCAL_CREDENTIALS,
+    LOCAL_REGION,
+    REPO_ROOT,
+    STACK_NAME,
+    DeployError,
+    cli_env,
+    default_python,
+    ensure_cdk_cli,
+    run_logged,
+)
+from synth import SYNTH_SHAPES, lint_templates, synth_shapes
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
-LOCAL_REGION = "us-east-1"
-LOCAL_CREDENTIALS = "test"
 LOCAL_ACCOUNT = "000000000000"
 """The account LocalStack maps the access key id ``test`` to."""
 
@@ -80,119 +63,6 @@ this stack take well under a minute)."""
 BOOTSTRAP_TIMEOUT_S = 600
 ENDPOINT_WAIT_S = 30
 """How long a deploy waits for LocalStack's health endpoint to answer."""
-LOG_TAIL_LINES = 40
-
-
-class DeployError(RuntimeError):
-    """The CLI could not be installed, or a cdk command failed."""
-
-
-def cache_root() -> Path:
-    """Cache folder shared by the project's tools (outside the clone)."""
-    explicit = os.environ.get("CORDUM_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg).expanduser() / "cordum-serverless"
-
-
-def _package_json() -> str:
-    return json.dumps(
-        {"name": "cordum-cdk-cli", "private": True, "dependencies": NPM_PINS},
-        indent=2,
-        sort_keys=True,
-    )
-
-
-def cli_dir() -> Path:
-    """Where the pinned CLI lives: ``<cache>/cdk-cli-<hash12 of the pins>``."""
-    digest = hashlib.sha256(_package_json().encode()).hexdigest()[:12]
-    return cache_root() / f"cdk-cli-{digest}"
-
-
-def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def ensure_cdk_cli(say: Callable[[str], None] = print) -> Path:
-    """Install the pinned CLI when missing; return its ``node_modules/.bin``.
-
-    npm installs into a temporary folder beside the final one, renamed into
-    place when complete: an interrupted install never looks finished.
-    """
-    final = cli_dir()
-    bin_dir = final / "node_modules" / ".bin"
-    if (bin_dir / "cdklocal").exists() and (bin_dir / "cdk").exists():
-        return bin_dir
-    npm = shutil.which("npm")
-    if npm is None:
-        raise DeployError("npm not found: install Node.js (20+) and npm")
-    pins = " ".join(f"{name}@{version}" for name, version in NPM_PINS.items())
-    say(f"==> CDK CLI: npm install {pins} into {final} (first time: a few seconds)")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    log = final.with_name(f"{final.name}.npm.log")
-    try:
-        (tmp / "package.json").write_text(_package_json() + "\n", encoding="utf-8")
-        with log.open("w", encoding="utf-8") as fh:
-            proc = subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
-                cwd=tmp,
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                check=False,
-            )
-        if proc.returncode != 0:
-            raise DeployError(f"npm install {pins} failed:\n{_tail(log)}")
-        os.chmod(tmp, 0o755)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            # Another process installed the same pins first: use theirs.
-            if not (bin_dir / "cdklocal").exists():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return bin_dir
-
-
-def default_python() -> str:
-    """The project venv's interpreter when present, else this one."""
-    venv = REPO_ROOT / ".venv" / "bin" / "python"
-    return str(venv) if venv.exists() else sys.executable
-
-
-def cli_env(endpoint: str | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment for a cdk / cdklocal run; `endpoint` None: no LocalStack settings."""
-    env = dict(os.environ if base is None else base)
-    env.update(
-        {
-            "CDK_DISABLE_VERSION_CHECK": "1",
-            "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
-            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "18,20",
-            "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
-        }
-    )
-    if endpoint is not None:
-        # Never let a developer's real AWS profile or session leak into a local deploy.
-        for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
-            env.pop(key, None)
-        env.update(
-            {
-                "AWS_ENDPOINT_URL": endpoint,
-                "AWS_ENDPOINT_URL_S3": endpoint,
-                "AWS_ACCESS_KEY_ID": LOCAL_CREDENTIALS,
-                "AWS_SECRET_ACCESS_KEY": LOCAL_CREDENTIALS,
-                "AWS_DEFAULT_REGION": LOCAL_REGION,
-                "AWS_REGION": LOCAL_REGION,
-            }
-        )
-    return env
 
 
 def _app_command(python: str) -> str:
@@ -206,77 +76,6 @@ def _context_args(context: Mapping[str, str]) -> list[str]:
     for key, value in context.items():
         args += ["--context", f"{key}={value}"]
     return args
-
-
-def _run_logged(
-    cmd: list[str],
-    *,
-    env: Mapping[str, str],
-    log: Path,
-    label: str,
-    timeout_s: float,
-    say: Callable[[str], None],
-    cwd: Path = CDK_DIR,
-) -> None:
-    """Run `cmd` (in infra/cdk) with its output in `log`, showing one progress line."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    say(f"==> {label} (log: {log})")
-    started = time.monotonic()
-    tty = sys.stdout.isatty()
-    with log.open("w", encoding="utf-8") as fh:
-        fh.write("$ " + " ".join(cmd) + "\n")
-        fh.flush()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=dict(env), stdout=fh, stderr=subprocess.STDOUT)
-        last_report = 0.0
-        try:
-            while proc.poll() is None:
-                time.sleep(1)
-                elapsed = time.monotonic() - started
-                if elapsed > timeout_s:
-                    proc.kill()
-                    proc.wait()
-                    raise DeployError(
-                        f"{label}: no result after {timeout_s:.0f} s, stopped\n"
-                        f"--- {log} (tail) ---\n{_tail(log)}"
-                    )
-                if tty:
-                    sys.stdout.write(f"\r    {elapsed:4.0f} s  {_progress(log)}"[:100].ljust(100))
-                    sys.stdout.flush()
-                elif elapsed - last_report >= 15:
-                    last_report = elapsed
-                    say(f"    {elapsed:.0f} s {_progress(log)}".rstrip())
-        except BaseException:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            raise
-        finally:
-            if tty:
-                sys.stdout.write("\r" + " " * 100 + "\r")
-                sys.stdout.flush()
-    elapsed = time.monotonic() - started
-    if proc.returncode != 0:
-        raise DeployError(
-            f"{label} failed (exit {proc.returncode}) after {elapsed:.0f} s\n"
-            f"--- {log} (tail) ---\n{_tail(log)}"
-        )
-    say(f"    done in {elapsed:.0f} s")
-
-
-def _progress(log: Path) -> str:
-    """The last CloudFormation progress line of a cdk log (``12/40 | ... | Resource``)."""
-    try:
-        with log.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 4096))
-            lines = fh.read().decode("utf-8", errors="replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(lines):
-        parts = [p.strip() for p in line.split("|")]
-        if len(parts) >= 5 and "/" in parts[1]:
-            return f"{parts[1]} {parts[3]} {parts[-1][:50]}"
-    return ""
 
 
 def wait_for_localstack(endpoint: str, timeout_s: float = ENDPOINT_WAIT_S) -> None:
@@ -345,7 +144,7 @@ def bootstrap_local(
     # even for an explicit environment, which would need a built layer and
     # the deploy's context.
     with tempfile.TemporaryDirectory(prefix="cordum-cdk-bootstrap-") as cwd:
-        _run_logged(
+        run_logged(
             cmd,
             env=cli_env(endpoint),
             log=log,
@@ -403,7 +202,7 @@ def deploy_local(
         "events",
         *_context_args(context),
     ]
-    _run_logged(
+    run_logged(
         cmd,
         env=cli_env(endpoint),
         log=outputs_file.parent / "cdk-deploy.log",
@@ -416,92 +215,6 @@ def deploy_local(
     except (OSError, ValueError) as exc:
         raise DeployError(f"deploy finished but wrote no readable {outputs_file}: {exc}") from exc
     return dict(outputs.get(STACK_NAME, {}))
-
-
-def app_context(context: Mapping[str, str]) -> dict[str, object]:
-    """The context the CLI would hand the app: ``cdk.json``, ``cdk.context.json``
-    (when present), then `context`."""
-    merged: dict[str, object] = {}
-    for name, key in (("cdk.json", "context"), ("cdk.context.json", None)):
-        path = CDK_DIR / name
-        if path.exists():
-            data = json.loads(path.read_text(encoding="utf-8"))
-            merged.update(data.get(key, {}) if key else data)
-    merged.update(context)
-    return merged
-
-
-def synth(
-    context: dict[str, str],
-    python: str,
-    out_dir: Path | None = None,
-    *,
-    say: Callable[[str], None] = print,
-) -> Path:
-    """Synthesize the app into `out_dir` (offline: no CLI, no credentials, no Docker);
-    return the cloud assembly folder. The app exits non-zero on a cdk-nag finding."""
-    out_dir = Path(out_dir or CDK_DIR / "cdk.out").resolve()
-    if out_dir.exists() and any(out_dir.iterdir()):
-        # A fresh assembly each time (no stale asset folders), but never wipe a
-        # folder that is not one.
-        if not (out_dir / "manifest.json").exists():
-            raise DeployError(f"{out_dir} exists and is not a cloud assembly: choose another --out")
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    env = cli_env(None)
-    env["CDK_OUTDIR"] = str(out_dir)
-    env["CDK_CONTEXT_JSON"] = json.dumps(app_context(context))
-    _run_logged(
-        [os.path.abspath(python), "app.py"],
-        env=env,
-        log=out_dir.parent / f"{out_dir.name}.synth.log",
-        label=f"synth {STACK_NAME} -> {out_dir}",
-        timeout_s=SYNTH_TIMEOUT_S,
-        say=say,
-    )
-    if not template_path(out_dir).is_file():
-        raise DeployError(f"synth wrote no template: {template_path(out_dir)}")
-    return out_dir
-
-
-def template_path(assembly: Path) -> Path:
-    return assembly / f"{STACK_NAME}.template.json"
-
-
-def synth_shapes(
-    context: Mapping[str, str],
-    python: str,
-    out_dir: Path | None = None,
-    shapes: list[str] | None = None,
-    *,
-    say: Callable[[str], None] = print,
-) -> dict[str, Path]:
-    """Synthesize each shape of SYNTH_SHAPES into ``<out_dir>/<shape>``; return the
-    template of each. `context` overrides the sample values of every shape."""
-    root = Path(out_dir or CDK_DIR / "cdk.out").resolve()
-    templates: dict[str, Path] = {}
-    for shape in shapes or list(SYNTH_SHAPES):
-        assembly = synth({**SYNTH_SHAPES[shape], **context}, python, root / shape, say=say)
-        templates[shape] = template_path(assembly)
-    return templates
-
-
-def lint_templates(
-    templates: list[Path], python: str, *, say: Callable[[str], None] = print
-) -> None:
-    """cfn-lint (`python`'s, with CFN_LINT_CONFIG) on `templates`; DeployError on a finding."""
-    # cfn-lint has no ``python -m`` entry: call the console script's main().
-    cmd = [os.path.abspath(python), "-c", "import sys; from cfnlint.runner import main; "
-           "sys.exit(main())", "--config-file", str(CFN_LINT_CONFIG), "--", *map(str, templates)]
-    say(f"==> cfn-lint {' '.join(p.parent.name + '/' + p.name for p in templates)}")
-    proc = subprocess.run(
-        cmd, cwd=CDK_DIR, env=cli_env(None), capture_output=True, text=True, check=False
-    )
-    if proc.returncode != 0:
-        raise DeployError(
-            f"cfn-lint found problems (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
-        )
-    say("    no findings")
 
 
 def _parse_context(pairs: list[str]) -> dict[str, str]:
@@ -535,7 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, help="synth: folder of the cloud assemblies (<out>/<shape>)"
     )
     parser.add_argument(
-        "--shape", action="append", choices=sorted(SYNTH_SHAPES),
+        "--shape",
+        action="append",
+        choices=sorted(SYNTH_SHAPES),
         help="synth: one shape (repeatable; default all)",
     )
     parser.add_argument("--no-lint", action="store_true", help="synth: skip cfn-lint")

@@ -44,9 +44,9 @@ print((time.perf_counter() - t0) * 1000)
 def lambda_runtime() -> tuple[str, str]:
     """(python3.12, the emulated /var/runtime folder), built once in the project cache."""
     sys.path.insert(0, str(ROOT / "localstack"))
-    import launcher  # localstack/launcher.py
+    import installation  # localstack/installation.py
 
-    spec = launcher._ensure_lambda_runtime(launcher.cache_dir(), launcher.LAMBDA_RUNTIMES[0])
+    spec = installation.ensure_lambda_runtime(installation.LAMBDA_RUNTIMES[0])
     return spec["python"], spec["path"]
 
 

@@ -22,17 +22,16 @@ import test_synth as synth
 
 cdk = pytest.importorskip("aws_cdk")
 from aws_cdk.assertions import Template  # noqa: E402
+from cordum_infra.bridge import BRIDGE_CONTAINER, BRIDGE_DOCKERFILE  # noqa: E402
+from cordum_infra.fargate import STOP_TIMEOUT  # noqa: E402
 from cordum_infra.kernel_tls import RESOURCE_TYPE  # noqa: E402
 from cordum_infra.nag import add_checks  # noqa: E402
 from cordum_infra.nats import DEV_NATS_CONTAINER, JETSTREAM_DIR, NATS_CREDS_ENV  # noqa: E402
 from cordum_infra.network import KERNEL_PORT  # noqa: E402
-from cordum_infra.services import (  # noqa: E402
-    BRIDGE_CONTAINER,
-    BRIDGE_DOCKERFILE,
+from cordum_infra.safety_kernel import (  # noqa: E402
     KERNEL_CONTAINER,
     KERNEL_DOCKERFILE,
     KERNEL_PKI_DOCKERFILE,
-    STOP_TIMEOUT,
 )
 from cordum_infra.settings import DEV_NATS_URL, ContextError, StackSettings  # noqa: E402
 from cordum_infra.stack import STACK_NAME  # noqa: E402

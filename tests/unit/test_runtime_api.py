@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from cordum_local_executor.runtime_api import (
+from cordum_local_executor.invocation import (
     Invocation,
     InvocationOutcome,
-    RuntimeApiServer,
     RuntimeExited,
     RuntimeInitError,
 )
+from cordum_local_executor.runtime_api import RuntimeApiServer
 
 NEXT = "/2018-06-01/runtime/invocation/next"
 ARN = "arn:aws:lambda:us-east-1:000000000000:function:f"

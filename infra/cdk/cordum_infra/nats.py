@@ -15,7 +15,7 @@ node, no authentication, no replication: not for production.
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, Duration, IgnoreMode, RemovalPolicy, Validations
+from aws_cdk import Duration, IgnoreMode, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_efs as efs
@@ -26,7 +26,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_servicediscovery as servicediscovery
 from constructs import Construct
 
-from cordum_infra.services import EXECUTION_ROLE_REASON, PLATFORMS
+from cordum_infra.fargate import PLATFORMS, task_definition
 from cordum_infra.settings import (
     DEV_NATS_NAMESPACE,
     DEV_NATS_PORT,
@@ -152,18 +152,8 @@ class DevNats(Construct):
             posix_user=efs.PosixUser(uid=NATS_UID, gid=NATS_UID),
         )
 
-        task = ecs.FargateTaskDefinition(
-            self,
-            "Task",
-            cpu=DEV_NATS_CPU,
-            memory_limit_mib=DEV_NATS_MEMORY_MIB,
-            runtime_platform=ecs.RuntimePlatform(
-                cpu_architecture=PLATFORMS[architecture][1],
-                operating_system_family=ecs.OperatingSystemFamily.LINUX,
-            ),
-        )
-        Validations.of(task.obtain_execution_role()).acknowledge(
-            Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=EXECUTION_ROLE_REASON)
+        task = task_definition(
+            self, cpu=DEV_NATS_CPU, memory_mib=DEV_NATS_MEMORY_MIB, architecture=architecture
         )
         task.add_volume(
             name=JETSTREAM_VOLUME,

@@ -72,7 +72,8 @@ spike is not a trend."""
 ALARM_TOPIC_CONTEXT = "alarmTopicArn"
 """Context key: SNS topic ARN every alarm notifies (optional)."""
 
-# Metric names, as the library emits them (cordum.scheduler.engine, functions/*_tick.py).
+# Metric names, as the library emits them (cordum.scheduler.dispatch, .results and
+# .output_phase; functions/*_tick.py).
 JOBS_RECEIVED = "jobs_received"
 JOBS_DISPATCHED = "jobs_dispatched"
 JOBS_COMPLETED = "jobs_completed"

@@ -31,8 +31,9 @@ from cordum_infra.nats import DevNats, NatsCredentials
 from cordum_infra.network import Network
 from cordum_infra.observability import Observability
 from cordum_infra.queues import JobQueue
+from cordum_infra.safety_kernel import TLS_CA_ENV, tls_client_env
 from cordum_infra.schedules import TickSchedules
-from cordum_infra.services import TLS_CA_ENV, TLS_REQUIRED_ENV, CordumServices
+from cordum_infra.services import CordumServices
 from cordum_infra.settings import API_KEYS_PARAMETER
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ class CordumServerlessStack(Stack):
         # stack speaks plaintext to its host kernel unless given a CA.
         kernel_tls: dict[str, str] = {}
         if self.services is not None:
-            kernel_tls = {TLS_REQUIRED_ENV: "true", TLS_CA_ENV: self.services.safety_kernel_ca}
+            kernel_tls = tls_client_env(self.services.safety_kernel_ca)
         elif settings.safety_kernel_ca is not None:
             kernel_tls = {TLS_CA_ENV: settings.safety_kernel_ca}
 

@@ -18,7 +18,8 @@ other local processes get 403 (see :mod:`cordum_local_executor.runtime_api`).
 
 A runtime that timed out or died is replaced on the next invoke, as AWS does.
 
-Function output (stdout and stderr, one pipe) becomes the invocation's logs,
+Function output (stdout and stderr, one pipe, collected by
+:mod:`cordum_local_executor.function_output`) becomes the invocation's logs,
 framed by START/END/REPORT lines as on AWS, and LocalStack stores them in
 CloudWatch Logs (/aws/lambda/<function>). With CORDUM_LAMBDA_LOG_DIR set, it is
 also appended to <dir>/lambda-<function>.log as it is written.
@@ -32,7 +33,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import select
 import signal
 import subprocess
 import tempfile
@@ -56,25 +56,27 @@ from localstack.services.lambda_.invocation.runtime_executor import (
 )
 from werkzeug import Request
 
-from cordum_local_executor.runtime_api import (
+from cordum_local_executor.function_output import (
+    FunctionOutput,
+    function_log_file,
+    peak_memory_mb,
+)
+from cordum_local_executor.invocation import (
     Invocation,
     InvocationOutcome,
-    RuntimeApiServer,
     RuntimeExited,
     RuntimeInitError,
     error_document,
 )
+from cordum_local_executor.runtime_api import RuntimeApiServer
 from localstack import config
 
 LOG = logging.getLogger(__name__)
 
 RUNTIMES_ENV = "CORDUM_LAMBDA_RUNTIMES"
-LOG_DIR_ENV = "CORDUM_LAMBDA_LOG_DIR"
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 # What a runtime process sees of the host besides what LocalStack passes.
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-# get_logs() is only for LocalStack's own error messages: keep the tail.
-LOG_TAIL_CHARS = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -106,88 +108,6 @@ def runtime_spec(runtime: str | None) -> RuntimeSpec:
         f"Runtime {runtime!r} is not supported by the cordum-local Lambda executor "
         f"(available: {available}; configured through {RUNTIMES_ENV})"
     )
-
-
-class FunctionOutput:
-    """Collects a runtime process's output from its pipe.
-
-    A reader thread keeps the pipe from filling up. ``drain()`` also reads
-    what is still in the pipe, under the same lock: the runtime writes its
-    output before it posts the response, so when the response arrives every
-    byte of that invocation is in the pipe or already collected.
-    """
-
-    def __init__(self, fd: int, log_file: Path | None) -> None:
-        self._fd = fd
-        os.set_blocking(fd, False)
-        self._lock = threading.Lock()
-        self._chunks: list[str] = []
-        self._tail = ""
-        self._file = log_file.open("a", encoding="utf-8") if log_file else None
-        self._thread = threading.Thread(target=self._pump, name="lambda-output", daemon=True)
-        self._thread.start()
-
-    def note(self, line: str) -> None:
-        """Add a line of our own (START, END, REPORT, timeouts)."""
-        with self._lock:
-            self._append(line + "\n")
-
-    def drain(self) -> str:
-        with self._lock:
-            self._read_available()
-            text = "".join(self._chunks)
-            self._chunks.clear()
-        return text
-
-    def tail(self) -> str:
-        with self._lock:
-            return self._tail
-
-    def close(self) -> None:
-        with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
-            if self._file:
-                self._file.close()
-                self._file = None
-
-    def _pump(self) -> None:
-        while True:
-            with self._lock:
-                fd = self._fd
-            if fd < 0:
-                return
-            try:
-                select.select([fd], [], [], 0.5)
-            except (OSError, ValueError):
-                return
-            with self._lock:
-                if self._read_available():
-                    return
-
-    def _read_available(self) -> bool:
-        """Read what the pipe holds; True at end of file. Caller holds the lock."""
-        while self._fd >= 0:
-            try:
-                data = os.read(self._fd, 65536)
-            except BlockingIOError:
-                return False
-            except OSError:
-                return True
-            if not data:
-                return True
-            self._append(data.decode("utf-8", errors="replace"))
-        return True
-
-    def _append(self, text: str) -> None:
-        self._chunks.append(text)
-        self._tail = (self._tail + text)[-LOG_TAIL_CHARS:]
-        if self._file:
-            # awslambdaric joins a record's lines with \r (one CloudWatch event
-            # each); in a plain file they would overwrite each other on screen.
-            self._file.write(text.replace("\r", "\n"))
-            self._file.flush()
 
 
 class RuntimeApiEndpoint(ExecutorEndpoint):
@@ -350,7 +270,8 @@ class LocalProcessRuntimeExecutor(RuntimeExecutor):
         read_fd, write_fd = os.pipe()
         if self._output:
             self._output.close()
-        self._output = FunctionOutput(read_fd, _log_file(self.function_version.id.function_name))
+        log_file = function_log_file(self.function_version.id.function_name)
+        self._output = FunctionOutput(read_fd, log_file)
         self._output.note(f"INIT_START Runtime Version: {cfg.runtime} ({spec.python})")
         started = time.monotonic()
         # After reset(): the token of this process, refused to any earlier one.
@@ -460,7 +381,7 @@ class LocalProcessRuntimeExecutor(RuntimeExecutor):
             f"Billed Duration: {int(duration_ms) + 1} ms",
             f"Memory Size: {memory} MB",
         ]
-        used = _peak_memory_mb(self._process)
+        used = peak_memory_mb(self._process)
         if used is not None:
             parts.append(f"Max Memory Used: {used} MB")
         if self._init_ms is not None:
@@ -481,25 +402,3 @@ class LocalProcessRuntimeExecutor(RuntimeExecutor):
             endpoint_method(request, key)
         except Exception as exc:  # the environment may have been stopped meanwhile
             LOG.warning("Executor endpoint %s failed: %s", endpoint_method.__name__, exc)
-
-
-def _log_file(function_name: str) -> Path | None:
-    log_dir = os.environ.get(LOG_DIR_ENV)
-    if not log_dir:
-        return None
-    path = Path(log_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    return path / f"lambda-{function_name}.log"
-
-
-def _peak_memory_mb(process: subprocess.Popen[bytes] | None) -> int | None:
-    if process is None:
-        return None
-    try:
-        with open(f"/proc/{process.pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) // 1024
-    except (OSError, ValueError):
-        return None
-    return None

@@ -1,5 +1,8 @@
 """A minimal AWS Lambda Runtime API, served to one runtime process.
 
+One piece on purpose: the server's state and the HTTP handler driving it share
+private methods; apart, each would reach into the other.
+
 On AWS the Lambda service answers the runtime's long poll on
 ``/2018-06-01/runtime/invocation/next`` and collects its ``/response`` or
 ``/error``. This module plays that part on 127.0.0.1 for a runtime started by
@@ -42,6 +45,15 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from cordum_local_executor.invocation import (
+    Invocation,
+    InvocationOutcome,
+    RuntimeExited,
+    RuntimeInitError,
+    exit_outcome,
+    timeout_outcome,
+)
+
 RUNTIME_PREFIX = "/2018-06-01/runtime"
 INVOKE_PATH = "/invoke"
 
@@ -59,58 +71,6 @@ HEADER_ERROR_TYPE = "Lambda-Runtime-Function-Error-Type"
 _INVOCATION_PATH = re.compile(
     re.escape(RUNTIME_PREFIX) + r"/invocation/(?P<request_id>[^/]+)/(?P<kind>response|error)$"
 )
-
-
-@dataclass(frozen=True)
-class Invocation:
-    """One event for the runtime, with what the Runtime API sends as headers."""
-
-    request_id: str
-    payload: bytes
-    function_arn: str
-    deadline_ms: int
-    """Epoch milliseconds; ``context.get_remaining_time_in_millis()`` counts down to it."""
-    trace_id: str = ""
-    client_context: str | None = None
-    """JSON text, passed through as the Client-Context header."""
-    cognito_identity: str | None = None
-    """JSON text, passed through as the Cognito-Identity header."""
-
-
-@dataclass(frozen=True)
-class InvocationOutcome:
-    """How an invocation ended, as the Lambda service would report it."""
-
-    request_id: str
-    payload: bytes
-    """The function's result, or an error document ``{"errorType", "errorMessage", ...}``."""
-    is_error: bool
-    error_type: str | None = None
-    """The runtime's Lambda-Runtime-Function-Error-Type header, or ours (Sandbox.Timedout...)."""
-    timed_out: bool = False
-    """The function ran past its deadline; its runtime is stuck and must be replaced."""
-
-
-class RuntimeInitError(Exception):
-    """The runtime reported an init error (e.g. the handler module failed to import)."""
-
-    def __init__(self, payload: bytes, error_type: str | None) -> None:
-        super().__init__(f"runtime init failed: {error_type or 'unknown error'}")
-        self.payload = payload
-        self.error_type = error_type
-
-
-class RuntimeExited(Exception):
-    """The runtime process ended before it was ready."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def error_document(error_type: str, message: str) -> bytes:
-    """The JSON body Lambda returns for errors raised outside the function's own code."""
-    return json.dumps({"errorType": error_type, "errorMessage": message}).encode()
 
 
 @dataclass
@@ -247,7 +207,7 @@ class RuntimeApiServer:
                 pending.timer.start()
                 self._cond.notify_all()
         if exited is not None:
-            on_done(_exit_outcome(invocation.request_id, exited.reason))
+            on_done(exit_outcome(invocation.request_id, exited.reason))
 
     def submit(self, invocation: Invocation, timeout_s: float) -> InvocationOutcome:
         """Run one invocation and wait for its outcome."""
@@ -261,7 +221,7 @@ class RuntimeApiServer:
             if self._exited is None:
                 self._exited = RuntimeExited(reason)
             self._cond.notify_all()
-        self._finish(None, lambda p: _exit_outcome(p.invocation.request_id, reason))
+        self._finish(None, lambda p: exit_outcome(p.invocation.request_id, reason))
 
     # -- runtime side (called by the HTTP handler) ---------------------------
 
@@ -323,14 +283,7 @@ class RuntimeApiServer:
             self._cond.notify_all()
 
     def _time_out(self, request_id: str, timeout_s: float) -> None:
-        message = f"RequestId: {request_id} Error: Task timed out after {timeout_s:.2f} seconds"
-        outcome = InvocationOutcome(
-            request_id,
-            error_document("Sandbox.Timedout", message),
-            is_error=True,
-            error_type="Sandbox.Timedout",
-            timed_out=True,
-        )
+        outcome = timeout_outcome(request_id, timeout_s)
         self._finish(request_id, lambda _: outcome)
 
     def _finish(
@@ -348,16 +301,6 @@ class RuntimeApiServer:
             pending.timer.cancel()
         pending.on_done(make(pending))
         return True
-
-
-def _exit_outcome(request_id: str, reason: str) -> InvocationOutcome:
-    message = f"RequestId: {request_id} Error: {reason}"
-    return InvocationOutcome(
-        request_id,
-        error_document("Runtime.ExitError", message),
-        is_error=True,
-        error_type="Runtime.ExitError",
-    )
 
 
 def _make_handler(server: RuntimeApiServer) -> type[BaseHTTPRequestHandler]:

@@ -1,0 +1,200 @@
+"""What every long-running Fargate service of the stack shares: image, task, logs, rollout.
+
+The bridge (cordum_infra.bridge) and the safety kernel (cordum_infra.safety_kernel)
+each run SERVICE_TASKS tasks in the private subnets of both zones. Their images
+are built from this repository at deploy time (build context the repo root as
+filtered by ``.dockerignore``); a synth only stages the files, it never calls
+Docker. A deploy starts the new tasks before the old ones stop (min 50 %, max
+200 %); a task told to stop gets SIGTERM and is killed only after STOP_TIMEOUT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import Acknowledgment, Duration, IgnoreMode, RemovalPolicy, Validations
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from cordum_infra.functions import LOG_RETENTION
+from cordum_infra.settings import REPO_ROOT
+
+ASSET_EXCLUDE = (
+    ".git",
+    ".venv",
+    ".cordum",
+    "**/node_modules",
+    "**/cdk.out",
+    "layers/build",
+    "infra/cdk/build",
+)
+"""Never staged as image build context, whatever ``.dockerignore`` says (it
+lists what the images copy; these are the folders that would make a synth copy
+hundreds of megabytes)."""
+
+REDIS_AUTH_TOKEN_ENV = "REDIS_AUTH_TOKEN"
+"""The Redis AUTH token of the bridge and the kernel, injected by ECS from the cache's
+secret (cordum.config, cordum.safety.velocity)."""
+
+SERVICE_TASKS = 2
+"""Tasks per service: one per zone, so a zone (or a task) lost leaves one running."""
+MIN_HEALTHY_PERCENT = 50
+MAX_HEALTHY_PERCENT = 200
+"""A deploy may stop one of two tasks at a time and start up to two new ones."""
+
+STOP_TIMEOUT = Duration.seconds(30)
+"""SIGTERM to SIGKILL. The bridge needs about 10 s of it (``STOP_TIMEOUT_S`` of
+cordum.bus.bridge for in-flight forwards, then the NATS drain); the kernel's
+gRPC server stops with a 5 s grace. Fargate allows at most 120 s."""
+
+SERVICE_LOG_RETENTION = LOG_RETENTION
+"""As long as the functions' logs: a job's history reads across both."""
+
+PLATFORMS = {
+    "x86_64": (ecr_assets.Platform.LINUX_AMD64, ecs.CpuArchitecture.X86_64),
+    "arm64": (ecr_assets.Platform.LINUX_ARM64, ecs.CpuArchitecture.ARM64),
+}
+"""Image build platform and Fargate CPU for the stack's ``architecture``."""
+
+_ENV_REASON = (
+    "The container environment holds endpoints and settings only (queue URLs, the "
+    "Redis and NATS URLs, the log level, the safety kernel's public CA certificate). "
+    "Credentials are never in it: the Redis AUTH token and the kernel's TLS key are "
+    "ECS secrets read from Secrets Manager at task start, NATS credentials are named "
+    "by their secret's ARN and read with the task role."
+)
+EXECUTION_ROLE_REASON = (
+    "Task execution role: ecr:GetAuthorizationToken has no resource-level "
+    "permissions; the image pull itself is limited to the CDK assets repository."
+)
+"""Acknowledges the one wildcard of every task execution role that pulls an image asset."""
+
+
+def _asset(dockerfile: str, architecture: str) -> dict[str, Any]:
+    """Image asset options: `dockerfile` (relative to the repo root) built at deploy time."""
+    return {
+        "file": dockerfile,
+        "platform": PLATFORMS[architecture][0],
+        "ignore_mode": IgnoreMode.DOCKER,
+        "exclude": list(ASSET_EXCLUDE),
+    }
+
+
+def lambda_image(dockerfile: str, architecture: str) -> lambda_.DockerImageCode:
+    """A Lambda image built from `dockerfile` at deploy time."""
+    return lambda_.DockerImageCode.from_image_asset(
+        str(REPO_ROOT), **_asset(dockerfile, architecture)
+    )
+
+
+@dataclass(frozen=True)
+class SharedServiceSettings:
+    """What the stack gives every Fargate service: where its tasks run, and its settings."""
+
+    cluster: ecs.ICluster
+    subnets: ec2.SubnetSelection
+    """Private subnets of both zones."""
+    architecture: str
+    """``x86_64`` or ``arm64``: the image build platform and the Fargate CPU."""
+    log_level: str
+    redis_url: str
+    redis_auth_secret: secretsmanager.ISecret | None
+    """The cache's AUTH token secret; None when the stack's Redis has none."""
+
+
+def task_definition(
+    scope: Construct, *, cpu: int, memory_mib: int, architecture: str
+) -> ecs.FargateTaskDefinition:
+    """A Linux task definition (``Task``) whose image is pulled from the assets repository."""
+    task = ecs.FargateTaskDefinition(
+        scope,
+        "Task",
+        cpu=cpu,
+        memory_limit_mib=memory_mib,
+        runtime_platform=ecs.RuntimePlatform(
+            cpu_architecture=PLATFORMS[architecture][1],
+            operating_system_family=ecs.OperatingSystemFamily.LINUX,
+        ),
+    )
+    Validations.of(task.obtain_execution_role()).acknowledge(
+        Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=EXECUTION_ROLE_REASON)
+    )
+    return task
+
+
+def service_container(
+    scope: Construct,
+    name: str,
+    shared: SharedServiceSettings,
+    *,
+    dockerfile: str,
+    cpu: int,
+    memory_mib: int,
+    environment: dict[str, str],
+    **options: Any,
+) -> ecs.ContainerDefinition:
+    """The one essential container `name` of a new task definition (``Task``) in `scope`.
+
+    Its image is `dockerfile` built at deploy time, its logs go to ``/cordum/<name>``
+    (``Logs``), and the Redis AUTH token, when the cache has one, reaches it as
+    REDIS_AUTH_TOKEN: ECS reads the secret at task start with the execution role,
+    so neither the template nor the task definition holds it. `options` go to
+    ``add_container`` (ports, health check).
+    """
+    architecture = shared.architecture
+    task = task_definition(scope, cpu=cpu, memory_mib=memory_mib, architecture=architecture)
+    Validations.of(task).acknowledge(Acknowledgment(id="AwsSolutions-ECS2", reason=_ENV_REASON))
+    log_group = logs.LogGroup(
+        scope,
+        "Logs",
+        log_group_name=f"/cordum/{name}",
+        retention=SERVICE_LOG_RETENTION,
+        removal_policy=RemovalPolicy.DESTROY,
+    )
+    secret = shared.redis_auth_secret
+    return task.add_container(
+        name,
+        image=ecs.ContainerImage.from_asset(str(REPO_ROOT), **_asset(dockerfile, architecture)),
+        essential=True,
+        stop_timeout=STOP_TIMEOUT,
+        environment=environment,
+        logging=ecs.LogDrivers.aws_logs(stream_prefix=name, log_group=log_group),
+        secrets=(
+            {REDIS_AUTH_TOKEN_ENV: ecs.Secret.from_secrets_manager(secret)}
+            if secret is not None
+            else None
+        ),
+        **options,
+    )
+
+
+def replicated_service(
+    scope: Construct,
+    shared: SharedServiceSettings,
+    container: ecs.ContainerDefinition,
+    security_group: ec2.ISecurityGroup,
+    **extra: Any,
+) -> ecs.FargateService:
+    """SERVICE_TASKS private tasks of `container`'s task definition, spread over the
+    zones, rolled back on a failed deploy."""
+    return ecs.FargateService(
+        scope,
+        "Service",
+        cluster=shared.cluster,
+        task_definition=container.task_definition,
+        desired_count=SERVICE_TASKS,
+        min_healthy_percent=MIN_HEALTHY_PERCENT,
+        max_healthy_percent=MAX_HEALTHY_PERCENT,
+        vpc_subnets=shared.subnets,
+        security_groups=[security_group],
+        assign_public_ip=False,
+        availability_zone_rebalancing=ecs.AvailabilityZoneRebalancing.ENABLED,
+        circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
+        **extra,
+    )

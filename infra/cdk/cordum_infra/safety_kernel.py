@@ -1,0 +1,213 @@
+"""The safety kernel on ECS Fargate: ``cordum-safety-kernel`` tasks behind an internal NLB.
+
+Only the AWS stack runs it, and only when it is not given an outside kernel (a
+local stack starts the kernel as a host process). SERVICE_TASKS tasks
+(cordum_infra.fargate) sit behind an internal Network Load Balancer on
+KERNEL_PORT, health checked over TCP on that port. The load balancer's DNS name
+is stable, so the functions get ``<nlb dns>:<port>`` as SAFETY_KERNEL_ADDR; its
+security group (the network's kernel group) admits the functions and the
+bridge, and the tasks admit only the load balancer.
+
+The kernel serves TLS itself (the load balancer passes TCP through) with a
+certificate for that name issued at deploy time (cordum_infra.kernel_tls);
+every client requires TLS and trusts only that certificate's CA
+(:func:`tls_client_env`). Velocity windows are counted in the stack's Redis
+(TLS, AUTH token), shared by all tasks.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Duration, Validations
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from constructs import Construct
+
+from cordum_infra.cache import REDIS_PORT
+from cordum_infra.fargate import (
+    SharedServiceSettings,
+    lambda_image,
+    replicated_service,
+    service_container,
+)
+from cordum_infra.kernel_tls import CERT_FIELD, KEY_FIELD, KernelTls
+from cordum_infra.network import HTTPS_PORT, KERNEL_PORT
+
+KERNEL_DOCKERFILE = "docker/safety-kernel.Dockerfile"
+KERNEL_PKI_DOCKERFILE = "docker/kernel-pki.Dockerfile"
+"""Paths relative to the repo root, the build context of the images (the second one
+is the Lambda image that issues the kernel's certificate at deploy time)."""
+
+KERNEL_CONTAINER = "safety-kernel"
+
+TLS_CERT_ENV = "SAFETY_KERNEL_TLS_CERT"
+TLS_KEY_ENV = "SAFETY_KERNEL_TLS_KEY"
+TLS_CA_ENV = "SAFETY_KERNEL_TLS_CA"
+TLS_REQUIRED_ENV = "SAFETY_KERNEL_TLS_REQUIRED"
+"""cordum.safety.tls: the kernel's PEM certificate and key, the clients' CA (PEM text
+or a file) and their refusal of plaintext."""
+TLS_SERIAL_ENV = "SAFETY_KERNEL_TLS_SERIAL"
+"""Read by nothing: a new certificate changes it, so ECS starts tasks that read the
+new secret value (a task reads its secrets once, at start)."""
+
+KERNEL_CPU = 512
+KERNEL_MEMORY_MIB = 1024
+"""The kernel answers every submit and dispatch check: it gets a larger share than the bridge."""
+
+KERNEL_HEALTH_CHECK_INTERVAL = Duration.seconds(10)
+KERNEL_HEALTHY_THRESHOLD = 2
+KERNEL_UNHEALTHY_THRESHOLD = 2
+KERNEL_HEALTH_CHECK_GRACE = Duration.seconds(30)
+KERNEL_DEREGISTRATION_DELAY = Duration.seconds(20)
+"""A kernel task leaving gets no new connections at once and has its open ones
+closed after this (clients rebuild their channel on UNAVAILABLE); ECS sends
+SIGTERM only after it."""
+
+CONTAINER_HEALTH_CHECK_INTERVAL = Duration.seconds(15)
+CONTAINER_HEALTH_CHECK_START = Duration.seconds(15)
+
+
+def tls_client_env(ca_pem: str) -> dict[str, str]:
+    """What a client of the kernel needs to refuse anything but the stack's kernel."""
+    return {TLS_REQUIRED_ENV: "true", TLS_CA_ENV: ca_pem}
+
+
+class SafetyKernelService(Construct):
+    """``cordum-safety-kernel`` tasks behind an internal Network Load Balancer."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        shared: SharedServiceSettings,
+        vpc: ec2.IVpc,
+        security_group: ec2.ISecurityGroup,
+        cache_security_group: ec2.ISecurityGroup,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.container = service_container(
+            self,
+            KERNEL_CONTAINER,
+            shared,
+            dockerfile=KERNEL_DOCKERFILE,
+            cpu=KERNEL_CPU,
+            memory_mib=KERNEL_MEMORY_MIB,
+            # Velocity windows in the stack's Redis: one window per rule and key for
+            # all tasks, not one per task.
+            environment={"LOG_LEVEL": shared.log_level, "REDIS_URL": shared.redis_url},
+            port_mappings=[ecs.PortMapping(container_port=KERNEL_PORT)],
+            # The same probe as the image's HEALTHCHECK (ECS does not read that one).
+            health_check=ecs.HealthCheck(
+                command=[
+                    "CMD",
+                    "python",
+                    "-c",
+                    f"import socket; socket.create_connection(('127.0.0.1', {KERNEL_PORT}), 2)",
+                ],
+                interval=CONTAINER_HEALTH_CHECK_INTERVAL,
+                start_period=CONTAINER_HEALTH_CHECK_START,
+            ),
+        )
+        self.task_definition = self.container.task_definition
+
+        # The load balancer carries the network's kernel group, which admits the
+        # functions and the bridge: that is where clients connect. The tasks admit
+        # the load balancer alone (clients' traffic and health checks come from it).
+        self.task_security_group = ec2.SecurityGroup(
+            self,
+            "TaskSecurityGroup",
+            vpc=vpc,
+            description=f"Cordum safety kernel tasks: {KERNEL_PORT} from the kernel load balancer",
+            allow_all_outbound=False,
+        )
+        self.task_security_group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(HTTPS_PORT), "AWS APIs (ECR, S3, CloudWatch Logs)"
+        )
+        # Ingress on the tasks' group and, since the kernel group's egress is
+        # closed, the matching egress rule on it.
+        self.task_security_group.connections.allow_from(
+            security_group, ec2.Port.tcp(KERNEL_PORT), "gRPC from the kernel load balancer"
+        )
+        self.task_security_group.connections.allow_to(
+            cache_security_group, ec2.Port.tcp(REDIS_PORT), "Velocity windows in Redis"
+        )
+        self.load_balancer = elbv2.NetworkLoadBalancer(
+            self,
+            "LoadBalancer",
+            vpc=vpc,
+            vpc_subnets=shared.subnets,
+            internet_facing=False,
+            security_groups=[security_group],
+            # Both zones' nodes reach both tasks: a deploy or a failed task in one
+            # zone does not leave that zone's clients without a kernel.
+            cross_zone_enabled=True,
+        )
+        Validations.of(self.load_balancer).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-ELB2",
+                reason=(
+                    "Network Load Balancer access logs cover TLS listeners only; this "
+                    "TCP listener passes the kernel's own TLS through and would log "
+                    "nothing. The kernel logs every decision."
+                ),
+            )
+        )
+        self.service = replicated_service(
+            self,
+            shared,
+            self.container,
+            self.task_security_group,
+            health_check_grace_period=KERNEL_HEALTH_CHECK_GRACE,
+        )
+        self.target_group = elbv2.NetworkTargetGroup(
+            self,
+            "Targets",
+            vpc=vpc,
+            port=KERNEL_PORT,
+            protocol=elbv2.Protocol.TCP,
+            target_type=elbv2.TargetType.IP,
+            targets=[
+                self.service.load_balancer_target(
+                    container_name=KERNEL_CONTAINER, container_port=KERNEL_PORT
+                )
+            ],
+            health_check=elbv2.HealthCheck(
+                protocol=elbv2.Protocol.TCP,
+                port=str(KERNEL_PORT),
+                interval=KERNEL_HEALTH_CHECK_INTERVAL,
+                healthy_threshold_count=KERNEL_HEALTHY_THRESHOLD,
+                unhealthy_threshold_count=KERNEL_UNHEALTHY_THRESHOLD,
+            ),
+            deregistration_delay=KERNEL_DEREGISTRATION_DELAY,
+            connection_termination=True,
+        )
+        self.load_balancer.add_listener(
+            "Grpc",
+            port=KERNEL_PORT,
+            protocol=elbv2.Protocol.TCP,
+            default_target_groups=[self.target_group],
+        )
+        self.address = f"{self.load_balancer.load_balancer_dns_name}:{KERNEL_PORT}"
+        """``<nlb dns>:<port>``: the functions' SAFETY_KERNEL_ADDR."""
+
+        # The certificate is for the name clients dial; the load balancer only passes
+        # TCP through, so a client verifies the kernel task itself.
+        self.tls = KernelTls(
+            self,
+            "Tls",
+            host=self.load_balancer.load_balancer_dns_name,
+            issuer_code=lambda_image(KERNEL_PKI_DOCKERFILE, shared.architecture),
+            architecture=shared.architecture,
+        )
+        self.container.add_secret(
+            TLS_CERT_ENV, ecs.Secret.from_secrets_manager(self.tls.secret, CERT_FIELD)
+        )
+        self.container.add_secret(
+            TLS_KEY_ENV, ecs.Secret.from_secrets_manager(self.tls.secret, KEY_FIELD)
+        )
+        self.container.add_environment(TLS_SERIAL_ENV, self.tls.serial)
+        # No task starts before the secret holds the certificate.
+        self.service.node.add_dependency(self.tls.resource)
+        self.ca_pem = self.tls.ca_pem
+        """PEM of the CA clients trust (SAFETY_KERNEL_TLS_CA)."""
