@@ -38,8 +38,9 @@ status: setup
 demo: setup
 	@$(PY) localstack/stack.py demo
 
-## test: unit, infra and integration (real Redis and NATS), then e2e on LocalStack
-test: test-fast e2e
+## test: the lint (style, types, layer contract), unit, infra and integration (real Redis
+## and NATS), then e2e on LocalStack
+test: lint test-fast e2e
 
 test-fast: setup
 	@$(PY) localstack/stack.py services
@@ -56,9 +57,11 @@ layer: setup
 synth: setup layer
 	@$(PY) infra/cdk/deploy.py synth
 
+## lint: ruff, mypy, and the layer contract over the import graph (tests/lint/layers.py)
 lint: setup
 	@$(PY) -m ruff check shared functions localstack layers infra tests
 	@$(PY) -m mypy shared/cordum functions
+	@$(PY) -m pytest -q tests/lint
 
 ## bench: every budget of DESIGN.md measured beside its floor; rewrites BENCHMARKS.md
 ## (never part of `make test`; brings the local stack up for items 4 and 6 when it is not up,

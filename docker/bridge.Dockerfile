@@ -4,7 +4,7 @@
 # this image at deploy time for the stack's architecture:
 #   docker build -f docker/bridge.Dockerfile .
 #
-# Settings come from the environment (cordum.config, cordum.bus.bridge):
+# Settings come from the environment (cordum.config, cordum.bus.settings):
 # REDIS_URL, NATS_URL, SUBMIT_QUEUE_URL, RESULT_QUEUE_URL, AWS_REGION, LOG_LEVEL.
 # The shipped config/ (pools.yaml for the heartbeat ingest) is baked in.
 FROM python:3.12-slim

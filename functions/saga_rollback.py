@@ -12,7 +12,6 @@ resumes where it stopped.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from cordum import runtime
@@ -46,7 +45,8 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     if not tenant:
         log.error("saga rollback: event without tenant ignored: %r", event)
         return {"error": "tenant required"}
-    deadline = time.monotonic() + context.get_remaining_time_in_millis() / 1000 - END_MARGIN_S
+    end = runtime.lambda_deadline(context)
+    deadline = None if end is None else end - END_MARGIN_S
     try:
         report = runtime.run(default_saga().rollback(tenant, workflow_id, deadline=deadline))
     except CompensationPublishError as exc:

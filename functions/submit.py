@@ -9,4 +9,4 @@ _delayer = VisibilityDelayer(queue_url("SUBMIT_QUEUE_URL"))
 
 
 def handler(event, context):
-    return process_batch(event, default_engine().handle_request, _delayer)
+    return process_batch(event, default_engine().handle_request, _delayer, context)

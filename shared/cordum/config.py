@@ -7,9 +7,10 @@ the variable's name in the message.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -24,6 +25,8 @@ from pydantic import (
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 DEFAULT_SAFETY_KERNEL_ADDR = "127.0.0.1:50051"
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ConfigError(RuntimeError):
@@ -90,24 +93,35 @@ _ENV = {
 }
 
 
-def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
-    env = dict(os.environ) if env is None else env
-    values: dict[str, Any] = {}
-    for field, var in _ENV.items():
-        if env.get(var):
-            values[field] = env[var]
+def load_model(model: type[M], names: Mapping[str, str],
+               env: Mapping[str, str] | None = None, **overrides: Any) -> M:
+    """The settings ``model`` of a process, from the environment.
+
+    ``names`` maps each field to its variable; a variable that is unset or empty
+    leaves the field's default. Explicit ``overrides`` (None means "not given")
+    win over the environment. A bad value raises ``ConfigError`` naming the
+    variable, so a process fails at start and says which setting to fix.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {field: env[var] for field, var in names.items() if env.get(var)}
     values.update({k: v for k, v in overrides.items() if v is not None})
-    if "config_dir" in values:
-        values["config_dir"] = _resolve_config_dir(Path(values["config_dir"]), env)
     try:
-        return Settings(**values)
+        return model(**values)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "?"
-        raise ConfigError(f"{_ENV.get(field, field)}: {first['msg']}") from exc
+        raise ConfigError(f"{names.get(field, field)}: {first['msg']}") from exc
 
 
-def _resolve_config_dir(path: Path, env: dict[str, str]) -> Path:
+def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    env = os.environ if env is None else env
+    config_dir = overrides.get("config_dir") or env.get(_ENV["config_dir"])
+    if config_dir:
+        overrides["config_dir"] = _resolve_config_dir(Path(config_dir), env)
+    return load_model(Settings, _ENV, env, **overrides)
+
+
+def _resolve_config_dir(path: Path, env: Mapping[str, str]) -> Path:
     # In Lambda the config travels with the function code: a relative dir is
     # relative to the task root, not to whatever the working directory is.
     if not path.is_absolute() and env.get("LAMBDA_TASK_ROOT"):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -185,6 +186,54 @@ def redis_client(cfg: Settings | None = None) -> redis.asyncio.Redis:
     return _redis
 
 
+@dataclass(frozen=True, slots=True)
+class NatsReconnectPolicy:
+    """How a NATS connection rides out a server restart."""
+
+    attempts: int
+    """Reconnect attempts before the connection gives up and closes; -1 never gives up."""
+    wait_s: float
+    """Pause between two attempts."""
+
+
+FUNCTION_RECONNECT = NatsReconnectPolicy(attempts=2, wait_s=0.2)
+"""A function answers within its deadline: a short try, then the caller's retry."""
+SERVICE_RECONNECT = NatsReconnectPolicy(attempts=-1, wait_s=1.0)
+"""A long-running process (the bridge, a worker) waits for NATS as long as it takes."""
+
+
+async def connect_nats(cfg: Settings | None = None, *, name: str = "cordum",
+                       reconnect: NatsReconnectPolicy = FUNCTION_RECONNECT,
+                       ) -> nats.aio.client.Client:
+    """A new NATS connection with every option of ours (servers, timeout, credentials).
+
+    Every NATS client of the project connects here; ``nats_client`` caches one
+    per function container. A service's first connect, too, retries
+    ``reconnect.attempts`` times, so it may wait a long time: bound it by the caller.
+    """
+    import nats
+
+    cfg = cfg or settings()
+    log = logging.getLogger("cordum.nats")
+
+    async def on_error(exc: Exception) -> None:
+        log.error("nats %s: %s: %s", name, type(exc).__name__, exc)
+
+    persistent = reconnect.attempts < 0
+    return await nats.connect(
+        servers=[u.strip() for u in cfg.nats_url.split(",")],
+        name=name,
+        connect_timeout=cfg.publish_timeout_s,
+        allow_reconnect=True,
+        max_reconnect_attempts=reconnect.attempts,
+        reconnect_time_wait=reconnect.wait_s,
+        # A function's errors surface as exceptions in the call; a service logs the
+        # ones that happen between calls (a dropped connection, a slow consumer).
+        **({"error_cb": on_error} if persistent else {}),
+        **nats_options(cfg),
+    )
+
+
 async def nats_client(cfg: Settings | None = None) -> nats.aio.client.Client:
     """A connected NATS client, reconnecting when the previous one was closed."""
     global _nats
@@ -195,18 +244,7 @@ async def nats_client(cfg: Settings | None = None) -> nats.aio.client.Client:
             await _nats.close()
         except Exception:
             pass
-    import nats
-
-    cfg = cfg or settings()
-    _nats = await nats.connect(
-        servers=[u.strip() for u in cfg.nats_url.split(",")],
-        connect_timeout=cfg.publish_timeout_s,
-        max_reconnect_attempts=2,
-        reconnect_time_wait=0.2,
-        allow_reconnect=True,
-        name="cordum",
-        **nats_options(cfg),
-    )
+    _nats = await connect_nats(cfg)
     return _nats
 
 

@@ -79,23 +79,32 @@ def submit_steady(api: Api, jobs: int, rate: float) -> list[Sent]:
 
 
 def sqs_call_ms(env: dict[str, str], calls: int) -> list[float]:
-    """One SQS API call from boto3 to LocalStack, read-only (GetQueueAttributes on the
-    submit queue): the least a bridge forward can cost, since it makes one such call."""
+    """One SQS API call to LocalStack, read-only (GetQueueAttributes on the submit
+    queue), made by the bridge's own SQS client: the least a bridge forward can
+    cost, since it makes one such call."""
+    import asyncio
     import json
 
-    import boto3
+    from botocore.credentials import Credentials
+
+    from cordum.bus.sqs import SqsClient
 
     outputs = json.loads((local_env_path().parent / "cdk-outputs.json").read_text())
     queue = next(iter(outputs.values()))["SubmitQueueUrl"]
-    sqs = boto3.client("sqs", endpoint_url=env["LOCALSTACK_URL"], region_name="us-east-1",
-                       aws_access_key_id="test", aws_secret_access_key="test")
-    sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])  # warm the client
-    out = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])
-        out.append((time.perf_counter() - t0) * 1000)
-    return out
+    params = {"QueueUrl": queue, "AttributeNames": ["QueueArn"]}
+
+    async def measure() -> list[float]:
+        sqs = SqsClient(env["LOCALSTACK_URL"], "us-east-1", Credentials("test", "test"))
+        await sqs.call("GetQueueAttributes", params)  # open the connection
+        out = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            await sqs.call("GetQueueAttributes", params)
+            out.append((time.perf_counter() - t0) * 1000)
+        await sqs.close()
+        return out
+
+    return asyncio.run(measure())
 
 
 def slices(values: list[float], n: int = SLICES) -> list[list[float]]:
@@ -178,7 +187,7 @@ def measure(jobs: int, rate: float) -> tuple[list[dict[str, Any]], dict[str, Any
         "gw_to_bus": "  gateway: PENDING written to packet on sys.job.submit",
         "bridge": "bridge forward: stored in JetStream to acked (SQS accepted) [own]",
         "bridge_pull": "  bridge: packet stored to claim script run (pull, decode)",
-        "bridge_sqs": "  bridge: claim to settle script (SQS SendMessageBatch via boto3)",
+        "bridge_sqs": "  bridge: claim to settle script (SQS SendMessageBatch)",
         "bridge_ack": "  bridge: settle to JetStream ack",
         "queue": "queue: bridge ack to SCHEDULED (SQS, LocalStack poll, invoke, lock, "
                  "safety check) [emulator]",
@@ -200,7 +209,7 @@ def measure(jobs: int, rate: float) -> tuple[list[dict[str, Any]], dict[str, Any
                budget="p50 <= 30 ms summed", budget_value=30.0,
                note=f"over all jobs: {own_p50:.1f} ms"),
         figure("bridge_forward_p50", "  bridge forward, p50", "ms", row["bridge"]["p50_runs"],
-               floor=sqs_floor, note="floor: one boto3 SQS call to LocalStack "
+               floor=sqs_floor, note="floor: one SQS call to LocalStack, the bridge's client "
                                      "(GetQueueAttributes), same run"),
         figure("dispatch_emulator_p50", "  the emulator's queue hop, p50 (reported apart)", "ms",
                row["queue"]["p50_runs"]),

@@ -58,18 +58,16 @@ class Bench:
         from cordum.bus.publisher import NatsPublisher
         from cordum.config import settings
         from cordum.scheduler.batch import VisibilityDelayer, process_batch
-        from cordum.scheduler.registry import SnapshotRegistry
         from cordum.scheduler.service import default_engine
 
         self.protocol, self.runtime, self.process_batch = protocol, runtime, process_batch
-        self.engine = default_engine()
-        self.redis = runtime.redis_client()
         # Our own snapshot key, so a running stack's registry is left alone.
-        self.engine._registry = SnapshotRegistry(self.redis,
-                                                 key=f"bench:workers:snapshot:{os.getpid()}")
+        self.snapshot_key = f"bench:workers:snapshot:{os.getpid()}"
+        self.engine = default_engine(snapshot_key=self.snapshot_key)
+        self.redis = runtime.redis_client()
         self.worker = f"bench-{os.getpid()}"
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        runtime.run(self.redis.set(self.engine._registry._key, json.dumps({
+        runtime.run(self.redis.set(self.snapshot_key, json.dumps({
             "captured_at": now, "writer_id": "bench", "workers": [
                 {"worker_id": self.worker, "pool": "default", "active_jobs": 0,
                  "max_parallel_jobs": 1_000_000, "last_heartbeat": now}]}), ex=600))
@@ -161,7 +159,7 @@ class Bench:
             pipe.zrem("job:recent", *chunk)
             pipe.srem(f"job:tenant:active:{TENANT}", *chunk)
             r.run(pipe.execute())
-        r.run(self.redis.delete(self.engine._registry._key))
+        r.run(self.redis.delete(self.snapshot_key))
         self.devnull.close()
 
 

@@ -81,16 +81,13 @@ def measure(jobs: int) -> tuple[dict[str, list[int]], list[int]]:
     runtime.run(ensure_stream(runtime.run(runtime.jetstream())))
 
     from cordum.gateway.app import app
-    from cordum.scheduler.registry import SnapshotRegistry
     from cordum.scheduler.service import default_engine
 
-    engine = default_engine()
     # Our own snapshot key, so a running stack's registry is left alone.
-    engine._registry = SnapshotRegistry(runtime.redis_client(),
-                                        key=f"bench:workers:snapshot:{os.getpid()}")
+    key = f"bench:workers:snapshot:{os.getpid()}"
+    engine = default_engine(snapshot_key=key)
     worker_id = f"bench-{os.getpid()}"
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    key = engine._registry._key
     runtime.run(runtime.redis_client().set(key, json.dumps({
         "captured_at": now, "writer_id": "bench", "pools": {}, "topics": {},
         "workers": [{"worker_id": worker_id, "pool": "default", "active_jobs": 0,

@@ -213,10 +213,11 @@ def heartbeats(n: int, seed: int = 7) -> list[Any]:
 
 
 def snapshot_document(n: int) -> dict[str, Any]:
-    from cordum.bus.bridge import WorkerRegistry, topic_pools
     from cordum.config import load_pools
+    from cordum.registry.live import LiveRegistry
+    from cordum.registry.pools import topic_pools
 
-    registry = WorkerRegistry()
+    registry = LiveRegistry()
     for hb in heartbeats(n):
         registry.record(hb)
     return registry.snapshot(topic_pools(load_pools(ROOT / "config")), writer_id="bench")
@@ -236,7 +237,7 @@ async def routing(n: int, runs: int, picks: int) -> tuple[list[float], list[floa
     """Per run: mean µs per job of pick + record_dispatch, and of a full scan of the workers."""
     from cordum.config import load_pools
     from cordum.protocol import JobRequest
-    from cordum.scheduler.registry import SnapshotRegistry
+    from cordum.registry.reader import SnapshotReader
     from cordum.scheduler.strategy import LeastLoadedStrategy
 
     raw = json.dumps(snapshot_document(n))
@@ -244,7 +245,7 @@ async def routing(n: int, runs: int, picks: int) -> tuple[list[float], list[floa
     req = JobRequest(job_id="j", topic="job.echo")
     indexed, scanned = [], []
     for _ in range(runs):
-        registry = SnapshotRegistry(StaticSource(raw))
+        registry = SnapshotReader(StaticSource(raw))
         await registry.workers(refresh=True)
         t0 = time.perf_counter()
         for _ in range(picks):
@@ -260,12 +261,14 @@ async def routing(n: int, runs: int, picks: int) -> tuple[list[float], list[floa
 
 
 async def snapshot_io(url: str, n: int, runs: int) -> dict[str, list[float]]:
-    from cordum.bus.bridge import SnapshotWriter, WorkerRegistry, topic_pools
     from cordum.config import load_pools
-    from cordum.scheduler.registry import SnapshotRegistry
+    from cordum.registry.live import LiveRegistry
+    from cordum.registry.pools import topic_pools
+    from cordum.registry.reader import SnapshotReader
+    from cordum.registry.writer import SnapshotWriter
 
     redis = aioredis.Redis.from_url(url)
-    bridge_registry = WorkerRegistry()
+    bridge_registry = LiveRegistry()
     for hb in heartbeats(n):
         bridge_registry.record(hb)
     topics = topic_pools(load_pools(ROOT / "config"))
@@ -290,10 +293,10 @@ async def snapshot_io(url: str, n: int, runs: int) -> dict[str, list[float]]:
             out["bytes"].append(len(body))
 
             t0 = time.perf_counter()
-            fresh = WorkerRegistry()
+            fresh = LiveRegistry()
             taken = fresh.hydrate(await writer.read() or {})
             t1 = time.perf_counter()
-            scheduler = SnapshotRegistry(redis, key="bench:snapshot")
+            scheduler = SnapshotReader(redis, key="bench:snapshot")
             live = await scheduler.workers(refresh=True)
             t2 = time.perf_counter()
             json.loads(await redis.get("bench:snapshot:floor"))

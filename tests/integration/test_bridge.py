@@ -1,8 +1,9 @@
 """cordum-bridge: forwarding on a real JetStream stream, snapshot on real Redis.
 
 SQS does not run here (outside LocalStack), so the forwarder sends to a small
-in-memory ``QueueSink``; the boto3 adapter is checked against moto. Each test
-makes its own stream, subjects, consumers and Redis keys, and removes them.
+in-memory ``QueueSink``; the SQS adapter is checked against moto, served on a
+local port. Each test makes its own stream, subjects, consumers and Redis keys,
+and removes them.
 """
 
 from __future__ import annotations
@@ -23,27 +24,23 @@ import boto3
 import nats
 import pytest
 import redis.asyncio as aioredis
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
 from moto import mock_aws
 from nats.aio.msg import Msg
 from nats.js.api import RetentionPolicy, StreamConfig
 
-from cordum.bus.bridge import (
-    FORWARD_COUNTERS,
-    BatchReport,
-    ForwardPolicy,
-    HeartbeatIngest,
-    JobForwarder,
-    QueueMessage,
-    QueueUnavailable,
-    Route,
-    SnapshotWriter,
-    SqsQueueSink,
-    WorkerRegistry,
-    load_bridge_settings,
-)
+from cordum.bus.forward_policy import FORWARD_COUNTERS, ForwardPolicy, Route
+from cordum.bus.forwarder import JobForwarder
 from cordum.bus.guard import BusGuard, DeadLetter, GuardKeys, GuardPolicy
+from cordum.bus.queue import BatchReport, QueueMessage, QueueUnavailable
+from cordum.bus.settings import load_bridge_settings
+from cordum.bus.sqs import SqsClient, SqsQueueSink
 from cordum.config import ConfigError, load_settings
 from cordum.protocol import Heartbeat, JobRequest, JobResult, JobStatus, packet
+from cordum.registry.ingest import HeartbeatIngest
+from cordum.registry.live import LiveRegistry
+from cordum.registry.writer import SnapshotWriter
 
 SETTINGS = load_settings()
 FAST = ForwardPolicy(fetch_wait_s=0.2, nak_delay_s=0.3, nak_delay_max_s=0.3, error_pause_s=0.1)
@@ -589,11 +586,78 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
 
 
+class MotoSqsEndpoint:
+    """SQS's JSON protocol on a local port, answered by moto: the adapter's requests
+    and moto's answers cross a real socket, and moto checks them as SQS would.
+
+    ``close_after_each`` drops the connection after every answer without saying so,
+    as a server whose keep-alive timeout ran out does.
+    """
+
+    def __init__(self, client: Any, *, close_after_each: bool = False) -> None:
+        self.client = client
+        self.close_after_each = close_after_each
+        self.requests: list[dict[str, str]] = []
+        self.connections = 0
+        self.url = ""
+        self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    async def __aenter__(self) -> MotoSqsEndpoint:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in self._handlers:
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        self.connections += 1
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+                break
+            lines = head.decode().split("\r\n")[1:]
+            headers = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in lines if h)}
+            body = json.loads(await reader.readexactly(int(headers["content-length"])))
+            self.requests.append(headers)
+            operation = headers["x-amz-target"].removeprefix("AmazonSQS.")
+            try:
+                answer = getattr(self.client, re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower())(
+                    **body)
+                answer.pop("ResponseMetadata", None)
+                status = 200
+            except ClientError as exc:
+                error = exc.response["Error"]
+                answer = {"__type": f"com.amazonaws.sqs#{error['Code']}",
+                          "message": error["Message"]}
+                status = 400
+            data = json.dumps(answer).encode()
+            writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/x-amz-json-1.0\r\n"
+                         f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+            await writer.drain()
+            if self.close_after_each:
+                break
+        writer.close()
+
+
+def sqs_client_for(endpoint: MotoSqsEndpoint) -> SqsClient:
+    return SqsClient(endpoint.url, "us-east-1", Credentials("testing", "testing"))
+
+
 @mock_aws
 def test_sqs_sink_sends_a_batch_with_string_attributes(aws_env: None) -> None:
     client = boto3.client("sqs", region_name="us-east-1")
     url = client.create_queue(QueueName="cordum-submit-test")["QueueUrl"]
-    sink = SqsQueueSink(url, client)
     messages = [
         QueueMessage(
             "0", base64.b64encode(b"one").decode(), {"subject": "sys.job.submit", "job_id": "a"}
@@ -601,9 +665,23 @@ def test_sqs_sink_sends_a_batch_with_string_attributes(aws_env: None) -> None:
         QueueMessage("1", base64.b64encode(b"two").decode(), {"subject": "sys.job.submit"}),
     ]
 
-    report = asyncio.run(sink.send_batch(messages))
+    async def scenario() -> tuple[Any, Any, MotoSqsEndpoint]:
+        async with MotoSqsEndpoint(client) as endpoint:
+            sqs = sqs_client_for(endpoint)
+            sink = SqsQueueSink(url, sqs)
+            first = await sink.send_batch(messages)
+            second = await sink.send_batch(messages[:1])
+            await sqs.close()
+            return first, second, endpoint
+
+    report, again, endpoint = asyncio.run(scenario())
 
     assert report.accepted == {"0", "1"} and not report.refused
+    assert again.accepted == {"0"}
+    # Signed as SQS wants it, and both calls went over one kept-alive connection
+    assert all(r["authorization"].startswith("AWS4-HMAC-SHA256 Credential=testing/")
+               and r["x-amz-target"] == "AmazonSQS.SendMessageBatch" for r in endpoint.requests)
+    assert endpoint.connections == 1
     got = client.receive_message(
         QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
     )["Messages"]
@@ -618,10 +696,42 @@ def test_sqs_sink_reports_a_missing_queue_as_unavailable(aws_env: None) -> None:
     client = boto3.client("sqs", region_name="us-east-1")
     url = client.create_queue(QueueName="gone")["QueueUrl"]
     client.delete_queue(QueueUrl=url)
-    sink = SqsQueueSink(url, client)
 
-    with pytest.raises(QueueUnavailable):
-        asyncio.run(sink.send_batch([QueueMessage("0", "eA==", {"subject": "s"})]))
+    async def scenario() -> None:
+        async with MotoSqsEndpoint(client) as endpoint:
+            sink = SqsQueueSink(url, sqs_client_for(endpoint))
+            await sink.send_batch([QueueMessage("0", "eA==", {"subject": "s"})])
+
+    with pytest.raises(QueueUnavailable, match="does not exist"):
+        asyncio.run(scenario())
+
+
+@mock_aws
+def test_sqs_sink_sends_again_on_a_new_connection_when_the_kept_one_was_closed(
+    aws_env: None,
+) -> None:
+    client = boto3.client("sqs", region_name="us-east-1")
+    url = client.create_queue(QueueName="cordum-keepalive-test")["QueueUrl"]
+
+    async def scenario() -> tuple[list[Any], MotoSqsEndpoint]:
+        async with MotoSqsEndpoint(client, close_after_each=True) as endpoint:
+            sqs = sqs_client_for(endpoint)
+            sink = SqsQueueSink(url, sqs)
+            reports = [await sink.send_batch([QueueMessage("0", "eA==", {"subject": "s"})])
+                       for _ in range(3)]
+            await sqs.close()
+            return reports, endpoint
+
+    reports, endpoint = asyncio.run(scenario())
+
+    assert [r.accepted for r in reports] == [{"0"}] * 3
+    assert endpoint.connections == 3 and len(endpoint.requests) == 3
+
+
+def test_sqs_client_takes_endpoint_and_region_from_the_environment() -> None:
+    sqs = SqsClient.from_env({"AWS_ENDPOINT_URL": "http://127.0.0.1:4566",
+                              "AWS_REGION": "eu-west-1"})
+    assert (sqs.endpoint_url, sqs.region) == ("http://127.0.0.1:4566", "eu-west-1")
 
 
 def test_bridge_settings_fail_fast_with_the_variable_name() -> None:
@@ -778,7 +888,7 @@ def test_snapshot_is_not_written_while_another_writer_holds_the_lock() -> None:
 
 def test_registry_forgets_silent_workers_and_hydrates_fresh_ones() -> None:
     now = [1_000_000.0]
-    registry = WorkerRegistry(ttl_s=30.0, clock=lambda: now[0])
+    registry = LiveRegistry(ttl_s=30.0, clock=lambda: now[0])
     assert registry.observe(Heartbeat(worker_id="a", pool="p", max_parallel_jobs=1)) is True
     now[0] += 10
     assert registry.observe(Heartbeat(worker_id="a", pool="p", max_parallel_jobs=1)) is False
@@ -792,7 +902,7 @@ def test_registry_forgets_silent_workers_and_hydrates_fresh_ones() -> None:
     doc["workers"].append(
         {"worker_id": "stale", "pool": "p", "last_heartbeat": "1970-01-01T00:00:00Z"}
     )
-    other = WorkerRegistry(ttl_s=30.0, clock=lambda: now[0])
+    other = LiveRegistry(ttl_s=30.0, clock=lambda: now[0])
     assert other.hydrate(doc) == 1
     assert other.observe(Heartbeat(worker_id="fresh", pool="p")) is False
     assert other.snapshot({}, writer_id="y")["workers"][0]["worker_id"] == "fresh"

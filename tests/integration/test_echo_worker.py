@@ -29,7 +29,8 @@ from cordum.protocol import (
     pointer,
     result_key,
 )
-from cordum.worker.echo import EchoWorker, EchoWorkerSettings, load_worker_settings
+from cordum.worker.echo import EchoWorker
+from cordum.worker.settings import EchoWorkerSettings, load_worker_settings
 
 SETTINGS = load_settings()
 

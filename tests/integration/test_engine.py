@@ -7,6 +7,7 @@ import json
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -15,12 +16,12 @@ import redis.asyncio as aioredis
 from cordum import protocol
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, load_settings
+from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
 from cordum.safety.kernel import Policy, serve
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.errors import RetryAfter, UnparseableRecord
-from cordum.scheduler.registry import SnapshotRegistry
 from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
@@ -52,9 +53,9 @@ class Harness:
         self.store = JobStore(self.redis)
         cfg = load_settings(env={"REDIS_URL": REDIS_URL, "NATS_URL": NATS_URL})
         self.publisher = NatsPublisher(cfg)
-        self.engine = Engine(
+        self.wiring: dict[str, Any] = dict(
             store=self.store,
-            registry=SnapshotRegistry(self.redis, key=self.snapshot_key, max_age_s=0),
+            registry=SnapshotReader(self.redis, key=self.snapshot_key, max_age_s=0),
             strategy=LeastLoadedStrategy(
                 PoolsConfig(topics={"job.default": ["default"]}, pools={})),
             safety=SafetyClient(kernel_addr, 1.0),
@@ -62,6 +63,12 @@ class Harness:
             locks=JobLocks(self.redis),
             backoff=BackoffPolicy(),
         )
+        self.engine = Engine(**self.wiring)
+
+    def rewire(self, **changes: Any) -> None:
+        """A new engine with some of its collaborators (or settings) replaced."""
+        self.wiring.update(changes)
+        self.engine = Engine(**self.wiring)
 
     async def add_worker(self) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -157,7 +164,7 @@ def test_no_live_worker_leaves_the_job_pending_and_counts_the_attempt(harness):
 
 def test_unreachable_kernel_fails_closed_with_retry(harness):
     loop, h = harness
-    h.engine._safety = SafetyClient(f"127.0.0.1:{free_port()}", 0.3)
+    h.rewire(safety=SafetyClient(f"127.0.0.1:{free_port()}", 0.3))
     with pytest.raises(RetryAfter, match="safety unavailable"):
         loop.run_until_complete(h.engine.handle_request(h.request()))
     assert loop.run_until_complete(h.state()) == "PENDING"
@@ -267,7 +274,7 @@ def dlq_packets_for(seen, job_id):
 
 def test_denied_job_goes_to_denied_with_one_dlq_entry_and_one_dlq_packet(harness):
     loop, h = harness
-    h.engine._safety = PolicyStandIn()
+    h.rewire(safety=PolicyStandIn())
     job_id = f"job-{h.unique}"
     outcome, seen = loop.run_until_complete(
         collect(protocol.SUBJECT_DLQ, h.engine.handle_request(request_on(h, "sys.destroy"))))
@@ -282,14 +289,14 @@ def test_denied_job_goes_to_denied_with_one_dlq_entry_and_one_dlq_packet(harness
 
 def test_unavailable_kernel_retries_without_dlq_and_fail_open_dispatches(harness):
     loop, h = harness
-    h.engine._safety = PolicyStandIn()
+    h.rewire(safety=PolicyStandIn())
     with pytest.raises(RetryAfter, match="safety unavailable"):
         loop.run_until_complete(h.engine.handle_request(request_on(h, "sys.unavailable")))
     assert loop.run_until_complete(h.state()) == "PENDING"
     assert loop.run_until_complete(h.redis.get(f"dlq:entry:job-{h.unique}")) is None
     # Fail-open: dispatched, and the job carries the bypass labels.
-    h.engine._fail_open = True
-    h.engine._strategy = LeastLoadedStrategy(PoolsConfig(topics={"sys.unavailable": ["default"]}))
+    h.rewire(input_fail_open=True,
+             strategy=LeastLoadedStrategy(PoolsConfig(topics={"sys.unavailable": ["default"]})))
     loop.run_until_complete(h.add_worker())
     counter = "cordum:scheduler:input_fail_open_total"
     before = int(loop.run_until_complete(h.redis.get(counter)) or 0)
@@ -301,7 +308,7 @@ def test_unavailable_kernel_retries_without_dlq_and_fail_open_dispatches(harness
 
 def test_require_approval_parks_the_job_without_dlq(harness):
     loop, h = harness
-    h.engine._safety = PolicyStandIn()
+    h.rewire(safety=PolicyStandIn())
     outcome = loop.run_until_complete(h.engine.handle_request(request_on(h, "sys.approval.gate")))
     assert outcome.state == "APPROVAL_REQUIRED"
     assert loop.run_until_complete(h.state()) == "APPROVAL_REQUIRED"
@@ -333,7 +340,7 @@ def test_retry_cap(harness, attempts, expected):
 
 def test_publish_failure_rolls_back_and_counts_attempts(harness):
     loop, h = harness
-    h.engine._publisher = FailingPublisher(h.publisher)
+    h.rewire(publisher=FailingPublisher(h.publisher))
     loop.run_until_complete(h.add_worker())
     for _ in range(2):
         with pytest.raises(RetryAfter, match="dispatch to"):
@@ -366,7 +373,7 @@ def test_state_read_error_does_not_dispatch(harness):
 
     loop.run_until_complete(h.add_worker())
     loop.run_until_complete(h.engine.handle_request(h.request()))  # RUNNING
-    h.engine._locks = JobLocks(ReadsTimeOut(h.redis))
+    h.rewire(locks=JobLocks(ReadsTimeOut(h.redis)))
     with pytest.raises(RetryAfter):
         loop.run_until_complete(h.engine.handle_request(h.request()))
     assert loop.run_until_complete(h.state()) == "RUNNING"
@@ -512,9 +519,9 @@ def test_allow_with_constraints_reaches_the_worker_in_env_and_budget(harness):
     from cordum.safety.client import Decision, SafetyVerdict
 
     loop, h = harness
-    h.engine._safety = ScriptedKernel(SafetyVerdict(
+    h.rewire(safety=ScriptedKernel(SafetyVerdict(
         Decision.ALLOW_WITH_CONSTRAINTS, "capped", "r1", "snap",
-        constraints=constraints(max_runtime_ms=5000, max_retries=2)))
+        constraints=constraints(max_runtime_ms=5000, max_retries=2))))
 
     async def scenario():
         await h.add_worker()
@@ -539,8 +546,8 @@ def test_policy_max_retries_fails_the_job(harness):
     from cordum.safety.client import Decision, SafetyVerdict
 
     loop, h = harness
-    h.engine._safety = ScriptedKernel(SafetyVerdict(
-        Decision.ALLOW_WITH_CONSTRAINTS, "", "r1", "s", constraints=constraints(max_retries=1)))
+    h.rewire(safety=ScriptedKernel(SafetyVerdict(
+        Decision.ALLOW_WITH_CONSTRAINTS, "", "r1", "s", constraints=constraints(max_retries=1))))
 
     async def scenario():
         await h.engine.handle_request(h.request())  # no worker yet: PENDING, attempts 1
@@ -556,9 +563,9 @@ def test_tenant_concurrency_limit_keeps_the_job_pending(harness):
     from cordum.safety.client import Decision, SafetyVerdict
 
     loop, h = harness
-    h.engine._safety = ScriptedKernel(SafetyVerdict(
+    h.rewire(safety=ScriptedKernel(SafetyVerdict(
         Decision.ALLOW_WITH_CONSTRAINTS, "", "r1", "s",
-        constraints=constraints(max_concurrent_jobs=1)))
+        constraints=constraints(max_concurrent_jobs=1))))
     tenant = f"t-{h.unique}"
 
     async def scenario():
@@ -581,7 +588,7 @@ def test_approved_job_skips_the_kernel_only_when_bound_to_hash_and_snapshot(harn
         SafetyVerdict(Decision.REQUIRE_APPROVAL, "needs a human", "r-approve", "snap-A|1"),
         SafetyVerdict(Decision.REQUIRE_APPROVAL, "needs a human", "r-approve", "snap-A|1"),
     )
-    h.engine._safety = kernel
+    h.rewire(safety=kernel)
     job_id = f"job-{h.unique}"
 
     def approved(extra_label=None):
@@ -623,7 +630,7 @@ def test_require_approval_keeps_the_stored_job_hash(harness):
     from cordum.safety.client import Decision, SafetyVerdict
 
     loop, h = harness
-    h.engine._safety = ScriptedKernel(SafetyVerdict(Decision.REQUIRE_APPROVAL, "", "r", "s"))
+    h.rewire(safety=ScriptedKernel(SafetyVerdict(Decision.REQUIRE_APPROVAL, "", "r", "s")))
     job_id = f"job-{h.unique}"
 
     async def scenario():
@@ -639,7 +646,7 @@ def test_require_approval_keeps_the_stored_job_hash(harness):
 
 def test_approval_gate_topic_completes_without_a_worker(harness):
     loop, h = harness
-    h.engine._strategy = LeastLoadedStrategy(PoolsConfig(topics={}))
+    h.rewire(strategy=LeastLoadedStrategy(PoolsConfig(topics={})))
     job_id = f"job-{h.unique}"
     outcome, seen = loop.run_until_complete(collect(
         protocol.SUBJECT_RESULT,
@@ -705,7 +712,7 @@ def test_a_lock_that_expires_mid_operation_lets_the_replayer_finish_the_job(harn
             return getattr(self._redis, name)
 
     short = LockPolicy(ttl_s=0.3, renew_every_s=0.1)
-    stalled = Engine(store=h.store, registry=h.engine._registry, strategy=h.engine._strategy,
+    stalled = Engine(store=h.store, registry=h.wiring["registry"], strategy=h.wiring["strategy"],
                      safety=StallingKernel(), publisher=h.publisher,
                      locks=JobLocks(FrozenRenewals(h.redis), short))
     replayer = PendingReplayer(h.engine, OwnJobs(h.redis, h.unique),
@@ -742,16 +749,15 @@ def test_a_lock_that_expires_mid_operation_lets_the_replayer_finish_the_job(harn
 def test_fatal_failure_in_a_workflow_publishes_the_recorded_compensation(harness):
     """Case 21: step 1 of wf succeeds (its compensation is recorded from the stored
     request), step 2 fails fatally -> the compensation job goes out on sys.job.submit."""
-    from cordum.scheduler.saga import Saga, recorded_key, stack_key
+    from cordum.scheduler.saga import Saga
     from cordum.scheduler.saga_trigger import InProcessRollbackTrigger
     from cordum.store.indexes import JobIndexes
+    from cordum.store.saga import recorded_key, stack_key
 
     loop, h = harness
     wf = f"wf-{h.unique}"
     saga = Saga(h.redis, h.publisher)
-    h.engine._saga = saga
-    h.engine._rollback = InProcessRollbackTrigger(saga)
-    h.engine._requests = JobIndexes(h.redis)
+    h.rewire(saga=saga, rollback=InProcessRollbackTrigger(saga), requests=JobIndexes(h.redis))
 
     def step(n, with_compensation):
         req = protocol.JobRequest(job_id=f"s{n}-{h.unique}", topic="job.default",
@@ -837,7 +843,7 @@ def test_no_worker_on_a_cached_snapshot_is_checked_on_a_fresh_read(harness):
     """A container that read the snapshot before a worker came online must not leave
     the next job waiting for the replayer: a miss is checked once on a fresh read."""
     loop, h = harness
-    h.engine._registry = SnapshotRegistry(h.redis, key=h.snapshot_key, max_age_s=60)
+    h.rewire(registry=SnapshotReader(h.redis, key=h.snapshot_key, max_age_s=60))
     first = loop.run_until_complete(h.engine.handle_request(request_on(h, "job.default",
                                                                        f"a-{h.unique}")))
     assert first.action == "waiting"  # no worker yet; the empty snapshot is now cached
@@ -894,7 +900,7 @@ def test_approved_worker_job_without_a_snapshot_is_checked_and_dispatched(harnes
 
     loop, h = harness
     kernel = ScriptedKernel(SafetyVerdict(Decision.ALLOW, "allowed", "r-allow", "snap-A|1"))
-    h.engine._safety = kernel
+    h.rewire(safety=kernel)
     job_id = f"job-{h.unique}"
     req = protocol.JobRequest(job_id=job_id, topic="job.default", tenant_id=f"t-{h.unique}")
     req.labels["approval_granted"] = "true"

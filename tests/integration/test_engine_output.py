@@ -7,6 +7,7 @@ import asyncio
 import json
 import socket
 from datetime import UTC, datetime
+from typing import Any
 
 import nats
 import pytest
@@ -15,17 +16,18 @@ import redis.asyncio as aioredis
 from cordum import protocol, runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, load_settings
+from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
 from cordum.safety.failmode import FailMode
 from cordum.safety.kernel import Policy, serve
 from cordum.safety.output_client import OutputPolicyClient
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
-from cordum.scheduler.output_check import OutputChecker, decision_key, redacted_key
-from cordum.scheduler.registry import SnapshotRegistry
+from cordum.scheduler.output_check import OutputChecker
 from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
+from cordum.store.results import decision_key, redacted_key
 from tests.conftest import NATS_URL, REDIS_URL
 
 SAFETY_YAML = r"""
@@ -66,9 +68,9 @@ class Harness:
         self.store = JobStore(self.redis)
         cfg = load_settings(env={"REDIS_URL": REDIS_URL, "NATS_URL": NATS_URL})
         self.client = OutputPolicyClient(kernel_addr, fail_mode=fail_mode)
-        self.engine = Engine(
+        self.wiring: dict[str, Any] = dict(
             store=self.store,
-            registry=SnapshotRegistry(self.redis, key=self.snapshot_key, max_age_s=0),
+            registry=SnapshotReader(self.redis, key=self.snapshot_key, max_age_s=0),
             strategy=LeastLoadedStrategy(
                 PoolsConfig(topics={t: ["default"] for t in TOPICS}, pools={})),
             safety=SafetyClient(kernel_addr, 1.0),
@@ -77,6 +79,12 @@ class Harness:
             backoff=BackoffPolicy(),
             output=OutputChecker(self.client, self.redis),
         )
+        self.engine = Engine(**self.wiring)
+
+    def rewire(self, **changes: Any) -> None:
+        """A new engine with some of its collaborators replaced."""
+        self.wiring.update(changes)
+        self.engine = Engine(**self.wiring)
 
     async def dispatch(self, topic: str) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -292,7 +300,7 @@ def test_kernel_down_meta_check_fails_open_and_content_check_follows_the_fail_mo
 
 def test_disabled_output_policy_writes_no_output_fields(unique, kernel_addr):
     loop, h = make(unique, kernel_addr)
-    h.engine._output = None
+    h.rewire(output=None)
     try:
         async def scenario():
             await h.dispatch("job.blocked")
@@ -342,7 +350,7 @@ def test_unreadable_result_follows_the_fail_mode(unique, kernel_addr):
 
     for mode, expected in ((FailMode.CLOSED, "OUTPUT_QUARANTINED"), (FailMode.OPEN, "SUCCEEDED")):
         loop, h = make(f"{unique}-{mode.value}", kernel_addr, mode)
-        h.engine._output = OutputChecker(h.client, FailingReads(h.redis))
+        h.rewire(output=OutputChecker(h.client, FailingReads(h.redis)))
         try:
             async def scenario(h=h):
                 await h.dispatch("job.default")

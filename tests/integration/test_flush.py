@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -24,10 +25,13 @@ import redis.asyncio as aioredis
 from google.protobuf import json_format
 from nats.js.api import RetentionPolicy, StreamConfig
 
-from cordum.bus.bridge import HeartbeatIngest, SnapshotWriter, WorkerRegistry
 from cordum.bus.flush import FlushPolicy, FlushReport, JetStreamPublisher, PoolFlusher
 from cordum.config import PoolsConfig, load_settings
 from cordum.protocol import BusPacket, Heartbeat, JobRequest, decode, packet
+from cordum.registry.ingest import HeartbeatIngest
+from cordum.registry.live import LiveRegistry
+from cordum.registry.pools import pool_serves
+from cordum.registry.writer import SnapshotWriter
 from cordum.store.jobs import JobState, JobStore, NewJob, index_key, meta_key, request_key
 
 SETTINGS = load_settings()
@@ -89,7 +93,7 @@ class FlushEnv:
         return PoolFlusher(
             self.redis,
             self.publisher,
-            self.pools,
+            functools.partial(pool_serves, self.pools),
             policy=policy,
             subject=self.subject,
             clock=self.clock,
@@ -186,7 +190,7 @@ def heartbeat_bytes(hb: Heartbeat) -> bytes:
 
 def test_pool_comes_online_on_its_first_fresh_worker_only() -> None:
     clock = Clock()
-    registry = WorkerRegistry(ttl_s=TTL_S, clock=clock)
+    registry = LiveRegistry(ttl_s=TTL_S, clock=clock)
 
     # Given an empty registry, the first worker of a pool brings the pool online
     assert registry.update_heartbeat_with_transition(Heartbeat(worker_id="a1", pool="a"))
@@ -208,7 +212,7 @@ def test_pool_comes_online_on_its_first_fresh_worker_only() -> None:
 
 def test_worker_moving_to_an_empty_pool_brings_that_pool_online() -> None:
     clock = Clock()
-    registry = WorkerRegistry(ttl_s=TTL_S, clock=clock)
+    registry = LiveRegistry(ttl_s=TTL_S, clock=clock)
     registry.observe(Heartbeat(worker_id="w", pool="a"))
 
     seen = registry.record(Heartbeat(worker_id="w", pool="b"))
@@ -241,7 +245,7 @@ def test_heartbeat_of_a_pool_coming_online_republishes_its_pending_job_once() ->
             )
             # Set after construction: an empty registry is falsy (it has a
             # length), and the constructor's ``registry or ...`` would drop it.
-            ingest.registry = WorkerRegistry(ttl_s=TTL_S, clock=env.clock)
+            ingest.registry = LiveRegistry(ttl_s=TTL_S, clock=env.clock)
             await ingest.start()
             try:
                 # Given a job waiting for a pool with no worker

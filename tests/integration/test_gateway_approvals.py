@@ -21,10 +21,10 @@ from cordum.bus.streams import ensure_stream
 from cordum.config import PoolsConfig, load_settings
 from cordum.gateway import app as gateway
 from cordum.gateway import deps
+from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
 from cordum.safety.kernel import Policy, serve
 from cordum.scheduler.engine import Engine
-from cordum.scheduler.registry import SnapshotRegistry
 from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.indexes import JobIndexes
 from cordum.store.jobs import JobStore
@@ -127,7 +127,7 @@ class Api:
         self.safety.append(SafetyClient(safety_addr or self.kernel, 0.5))
         return Engine(
             store=self.store,
-            registry=SnapshotRegistry(self.redis, key=snapshot_key, max_age_s=0),
+            registry=SnapshotReader(self.redis, key=snapshot_key, max_age_s=0),
             strategy=LeastLoadedStrategy(PoolsConfig(
                 topics={GATED_TOPIC: ["default"], "job.default": ["default"]}, pools={})),
             safety=self.safety[-1],
@@ -347,7 +347,7 @@ def test_approve_rewrites_the_request_and_the_engine_dispatches_it_without_the_k
     assert meta["approval_job_hash"] == before["safety_job_hash"]
     worker = f"w-{api.unique}"
     engine = api.engine(safety_addr=f"127.0.0.1:{free_port()}", worker=worker)
-    verdict, fields = runtime.run(engine._decide(packet.job_request, api.tenant, meta))
+    verdict, fields = runtime.run(engine.decide(packet.job_request, api.tenant, meta))
     assert (verdict.decision, verdict.reason) == ("ALLOW", "approval granted")
     assert fields["safety_job_hash"] == before["safety_job_hash"]
     # The whole request path: dispatched here, or (a scheduler of a running stack

@@ -20,8 +20,8 @@ from cordum.bus.streams import ensure_stream
 from cordum.config import PoolsConfig, load_settings
 from cordum.gateway import app as gateway
 from cordum.gateway import deps
+from cordum.registry.reader import SnapshotReader
 from cordum.scheduler.engine import Engine
-from cordum.scheduler.registry import SnapshotRegistry
 from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.indexes import JobIndexes
 from cordum.store.jobs import JobStore, NewJob
@@ -59,7 +59,7 @@ class Api:
         # Only the result path is used: no kernel, no worker needed.
         self.engine = Engine(
             store=self.store,
-            registry=SnapshotRegistry(self.redis, key=f"test:snapshot:{unique}", max_age_s=0),
+            registry=SnapshotReader(self.redis, key=f"test:snapshot:{unique}", max_age_s=0),
             strategy=LeastLoadedStrategy(PoolsConfig(topics={}, pools={})),
             safety=None,  # type: ignore[arg-type]
             publisher=NatsPublisher(cfg),
@@ -294,7 +294,7 @@ def test_an_entry_whose_job_is_gone_is_shown_to_no_one(api):
 
 
 def test_pages_neither_lose_nor_repeat_entries_with_equal_scores(api):
-    from cordum.gateway.approvals import page_newest_first, parse_cursor
+    from cordum.gateway.paging import page_newest_first, parse_cursor
 
     key = f"test:index:{api.unique}"
     members = {f"m{i}": 1000 + i // 3 for i in range(8)}  # scores 1000, 1000, 1000, 1001, ...

@@ -16,7 +16,7 @@ import pytest
 
 from cordum import config, runtime
 from cordum.gateway import app as gateway
-from cordum.gateway import deps, queries, views
+from cordum.gateway import deps, queries, system, views
 from cordum.safety.breaker import INPUT_BREAKER_KEY, OUTPUT_BREAKER_KEY, CircuitBreaker
 from cordum.store.jobs import (
     DLQ_INDEX_KEY,
@@ -86,7 +86,7 @@ class World:
         self.unique = unique
         self.tenant = f"reads-{unique}"
         self.other = f"reads-other-{unique}"
-        self.keys = queries.ReadKeys(snapshot=f"test:{unique}:workers:snapshot",
+        self.keys = system.ReadKeys(snapshot=f"test:{unique}:workers:snapshot",
                                      breaker_prefix=f"test:{unique}:",
                                      input_fail_open=f"test:{unique}:fail_open_total")
         self.job_ids: list[str] = []
@@ -169,7 +169,7 @@ def configure(monkeypatch, world: World, redis_url: str = REDIS_URL,
     monkeypatch.setenv("NATS_URL", nats_url)
     monkeypatch.setenv("CORDUM_STORE_TIMEOUT_S", "0.5")
     monkeypatch.setenv("CORDUM_PUBLISH_TIMEOUT_S", "0.5")
-    monkeypatch.setattr(queries, "KEYS", world.keys)
+    monkeypatch.setattr(system, "KEYS", world.keys)
     config.settings.cache_clear()
     deps.reset()
     runtime.reset()
@@ -380,8 +380,8 @@ def test_detail_extras_come_from_the_event_log_dlq_entry_and_payloads(world):
     meta = runtime.run(world.store().get(job_id))
     detail = views.job_detail(job_id, meta, None, None, extras)
     events = {state: ts for ts, state in extras.events}
-    assert detail["started_at"] == views.rfc3339(events["RUNNING"])
-    assert detail["completed_at"] == views.rfc3339(events["FAILED"])
+    assert detail["started_at"] == views.rfc3339_us(events["RUNNING"])
+    assert detail["completed_at"] == views.rfc3339_us(events["FAILED"])
     assert detail["error_message"] == "worker crashed"
     assert detail["error_code"] == "worker_error"
     assert detail["last_state"] == "RUNNING"
@@ -554,7 +554,7 @@ def test_status_with_redis_down_still_answers(world, monkeypatch):
     ("nats://user:pw@a:4222, nats://token@b:4222", "nats://a:4222,nats://b:4222"),
 ])
 def test_urls_in_status_carry_no_secret(url, shown):
-    assert queries.redact_url(url) == shown
+    assert system.redact_url(url) == shown
 
 
 # --------------------------------------------------------------------------- health

@@ -26,14 +26,16 @@ from cordum.config import ConfigError
 from cordum.gateway import app as gateway
 from cordum.gateway import deps, ratelimit, submit_policy
 from cordum.gateway.auth import Principal
-from cordum.gateway.jobs import CLAIM_TTL_S, IdempotencyKeys, JobService
+from cordum.gateway.jobs import JobService
 from cordum.gateway.models import SubmitJobRequest
 from cordum.gateway.ratelimit import RateLimiter, RateLimitPolicy
 from cordum.safety.client import Decision, SafetyVerdict
 from cordum.safety.kernel import Policy, PolicyKernel, serve
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.jobhash import job_hash
+from cordum.store.idempotency import CLAIM_TTL_S, IdempotencyKeys
 from cordum.store.jobs import META_TTL_S, JobState, JobStore
+from cordum.store.ratelimit import KEY_PREFIX as RATE_KEY_PREFIX
 from tests.conftest import NATS_URL, REDIS_URL
 
 EDGE_TOPIC = "job." + "a" * 252
@@ -235,7 +237,7 @@ class Gateway:
                 await r.zrem("job:deadline", job_id)
             patterns = [f"job:idempotency:{self.tenant}:*", f"{self.breaker_prefix}*"]
             for key, principal in who.items():
-                patterns.append(f"{ratelimit.KEY_PREFIX}"
+                patterns.append(f"{RATE_KEY_PREFIX}"
                                 f"{ratelimit.key_id(principal, {'x-api-key': key})}:*")
             for pattern in patterns:
                 async for key in r.scan_iter(match=pattern):
@@ -369,7 +371,7 @@ def test_require_approval_stores_the_gated_job_as_the_engine_would(gw):
     approved = {**meta, "approval_status": "APPROVED",
                 "approval_policy_snapshot": meta["safety_snapshot"],
                 "approval_job_hash": meta["safety_job_hash"]}
-    verdict, fields = gw.run(engine._decide(stored, gw.tenant, approved))
+    verdict, fields = gw.run(engine.decide(stored, gw.tenant, approved))
     assert (verdict.decision, verdict.reason, kernel.calls) == (
         Decision.ALLOW, "approval granted", 0)
     assert fields["safety_job_hash"] == meta["safety_job_hash"]
@@ -611,7 +613,7 @@ def limiter_redis(aloop, unique):
     redis = aioredis.Redis.from_url(REDIS_URL)
     yield aloop, redis, f"test-{unique}"
     async def clean():
-        async for key in redis.scan_iter(match=f"{ratelimit.KEY_PREFIX}test-{unique}:*"):
+        async for key in redis.scan_iter(match=f"{RATE_KEY_PREFIX}test-{unique}:*"):
             await redis.delete(key)
         await redis.aclose()
     aloop.run_until_complete(clean())

@@ -16,13 +16,8 @@ from cordum.safety.kernel import Policy
 from cordum.safety.output_client import OutputPolicyClient
 from cordum.safety.output_policy import REDACTED, OutputDecision
 from cordum.safety.output_service import add_output_policy_service
-from cordum.scheduler.output_check import (
-    DECISION_TTL_S,
-    REDACTED_TTL_S,
-    OutputChecker,
-    decision_key,
-    redacted_key,
-)
+from cordum.scheduler.output_check import REDACTED_TTL_S, OutputChecker
+from cordum.store.results import DECISION_TTL_S, decision_key, redacted_key
 from tests.conftest import REDIS_URL
 
 SAFETY_YAML = """

@@ -15,10 +15,11 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from cordum.scheduler.registry import HEARTBEAT_TTL_S, SnapshotRegistry
+from cordum.registry.reader import SnapshotReader
+from cordum.registry.snapshot import HEARTBEAT_TTL_S
 from tests.conftest import REDIS_URL
 
-REGISTRY_LOGGER = "cordum.scheduler.registry"
+REGISTRY_LOGGER = "cordum.registry.reader"
 
 
 def rfc3339(ts: float) -> str:
@@ -50,9 +51,9 @@ class Harness:
         self.gets += 1
         return await self.redis.get(name)
 
-    def registry(self, **kwargs: Any) -> SnapshotRegistry:
+    def registry(self, **kwargs: Any) -> SnapshotReader:
         kwargs.setdefault("max_age_s", 0)
-        return SnapshotRegistry(self, key=self.key, **kwargs)
+        return SnapshotReader(self, key=self.key, **kwargs)
 
     async def write(self, document: str) -> None:
         await self.redis.set(self.key, document, ex=60)
@@ -150,7 +151,7 @@ def test_unreachable_redis_is_no_workers_not_an_error(env, caplog):
         port = s.getsockname()[1]
     dead = aioredis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.2,
                           retry=Retry(NoBackoff(), 0))
-    registry = SnapshotRegistry(dead, max_age_s=0)
+    registry = SnapshotReader(dead, max_age_s=0)
     caplog.set_level(logging.WARNING, logger=REGISTRY_LOGGER)
 
     assert loop.run_until_complete(registry.workers()) == []
@@ -162,15 +163,17 @@ def test_unreachable_redis_is_no_workers_not_an_error(env, caplog):
 def test_snapshot_is_reread_only_after_max_age(env):
     loop, h = env
     now = time.time()
+    ticks = [0.0]
     loop.run_until_complete(h.write(snapshot(entry("w1", now))))
-    registry = h.registry(max_age_s=0.3)
+    registry = h.registry(max_age_s=0.3, monotonic=lambda: ticks[0])
     assert ids(loop.run_until_complete(registry.workers())) == ["w1"]
 
     loop.run_until_complete(h.write(snapshot(entry("w1", now), entry("w2", now))))
+    ticks[0] += 0.3  # as old as max_age, not older: the copy still serves
     assert ids(loop.run_until_complete(registry.workers())) == ["w1"]
     assert h.gets == 1
 
-    time.sleep(0.35)
+    ticks[0] += 0.05
     assert ids(loop.run_until_complete(registry.workers())) == ["w1", "w2"]
     assert h.gets == 2
 

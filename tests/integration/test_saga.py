@@ -23,20 +23,17 @@ from cordum.bus.publisher import NatsPublisher, PublishError
 from cordum.bus.streams import ensure_stream
 from cordum.config import load_settings
 from cordum.safety.client import Decision, SafetyVerdict
+from cordum.scheduler.compensation import InvalidCompensation
 from cordum.scheduler.saga import (
     FOREIGN_COMPENSATION,
     INVALID_COMPENSATION,
     SAGA_SENDER,
     UNMARSHAL_FAILED,
     CompensationPublishError,
-    InvalidCompensation,
     Saga,
     SagaPolicy,
-    lock_key,
-    recorded_key,
-    saga_key,
-    stack_key,
 )
+from cordum.store.saga import lock_key, recorded_key, saga_key, stack_key
 from tests.conftest import NATS_URL, REDIS_URL
 
 CRITICAL = protocol.JobPriority.JOB_PRIORITY_CRITICAL

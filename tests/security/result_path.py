@@ -15,14 +15,15 @@ from google.protobuf import json_format
 from cordum import protocol, runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, settings
+from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
 from cordum.safety.failmode import FailMode
 from cordum.safety.kernel import Policy, serve
 from cordum.safety.output_client import OutputPolicyClient
 from cordum.scheduler.backoff import BackoffPolicy
-from cordum.scheduler.engine import Engine, Outcome
+from cordum.scheduler.engine import Engine
 from cordum.scheduler.output_check import OutputChecker
-from cordum.scheduler.registry import SnapshotRegistry
+from cordum.scheduler.packets import Outcome
 from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
@@ -90,7 +91,7 @@ class ResultPath:
         self.safety = SafetyClient(kernel, 1.0)
         self.engine = Engine(
             store=JobStore(self.redis),
-            registry=SnapshotRegistry(self.redis, key=self.snapshot_key, max_age_s=0),
+            registry=SnapshotReader(self.redis, key=self.snapshot_key, max_age_s=0),
             strategy=LeastLoadedStrategy(PoolsConfig(topics={t: ["default"] for t in TOPICS},
                                                      pools={})),
             safety=self.safety,

@@ -20,10 +20,10 @@ import nats
 from cordum import protocol, runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, settings
+from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
-from cordum.scheduler.registry import SnapshotRegistry
 from cordum.scheduler.saga import Saga
 from cordum.scheduler.saga_trigger import InProcessRollbackTrigger
 from cordum.scheduler.strategy import LeastLoadedStrategy
@@ -51,7 +51,7 @@ class Scheduler:
         self.saga = Saga(self.redis, NatsPublisher(cfg))
         self.engine = Engine(
             store=self.store,
-            registry=SnapshotRegistry(self.redis, key=self.snapshot_key, max_age_s=0),
+            registry=SnapshotReader(self.redis, key=self.snapshot_key, max_age_s=0),
             strategy=LeastLoadedStrategy(PoolsConfig(topics={TOPIC: ["default"]}, pools={})),
             safety=SafetyClient(kernel_addr, 1.0),
             publisher=NatsPublisher(cfg),

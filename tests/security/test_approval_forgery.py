@@ -19,10 +19,10 @@ from cordum import config, protocol, runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, load_settings
 from cordum.gateway import deps
+from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
 from cordum.safety.kernel import Policy
 from cordum.scheduler.engine import Engine
-from cordum.scheduler.registry import SnapshotRegistry
 from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
 from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.indexes import JobIndexes
@@ -67,7 +67,7 @@ class Platform:
         cfg = load_settings(env={"REDIS_URL": REDIS_URL, "NATS_URL": NATS_URL})
         self.engine = Engine(
             store=self.store,
-            registry=SnapshotRegistry(self.redis, key=snapshot_key, max_age_s=0),
+            registry=SnapshotReader(self.redis, key=snapshot_key, max_age_s=0),
             strategy=LeastLoadedStrategy(PoolsConfig(
                 topics={GATED_TOPIC: ["default"], "job.default": ["default"]}, pools={})),
             safety=self.kernel,

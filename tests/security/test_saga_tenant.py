@@ -17,7 +17,7 @@ import importlib
 import pytest
 
 from cordum import protocol, runtime
-from cordum.scheduler.engine import tenant_of
+from cordum.scheduler.packets import tenant_of
 from tests.security.scheduler_stack import TOPIC, Scheduler, Submitted
 
 SUCCEEDED = protocol.JobStatus.JOB_STATUS_SUCCEEDED

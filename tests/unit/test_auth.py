@@ -24,7 +24,7 @@ from cordum.gateway.auth import (
     load_keys,
     parse_keys,
 )
-from cordum.gateway.errors import ApiError
+from cordum.gateway.errors import GatewayError as ApiError
 
 REGION = "eu-west-1"
 PARAM = "/cordum/api-keys"

@@ -8,9 +8,11 @@ import json
 import pytest
 
 from cordum.config import ConfigError, PoolsConfig, load_settings
+from cordum.registry.snapshot import parse_snapshot
+from cordum.registry.workers import WorkerInfo
 from cordum.scheduler.batch import record_bytes
 from cordum.scheduler.errors import UnparseableRecord
-from cordum.scheduler.registry import WorkerInfo, parse_snapshot, pick_worker
+from cordum.scheduler.strategy import pick_worker
 
 
 def test_record_bytes_decodes_base64_and_rejects_anything_else():

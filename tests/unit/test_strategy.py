@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from cordum import protocol
 from cordum.config import PoolsConfig
+from cordum.registry.workers import WorkerInfo, WorkerSnapshot, load_order, load_score
 from cordum.scheduler.errors import NoWorkers, RetryAfter
-from cordum.scheduler.registry import WorkerInfo, WorkerSnapshot, load_order, load_score
 from cordum.scheduler.strategy import (
     DEFAULT_OVERLOAD,
     LeastLoadedStrategy,

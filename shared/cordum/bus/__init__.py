@@ -1,1 +1,1 @@
-"""NATS side: publishing, the NATS->SQS bridge, heartbeat ingest."""
+"""NATS side: publishing, and the bridge (JetStream -> SQS forwarder, pool flush, process)."""

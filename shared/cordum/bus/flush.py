@@ -13,6 +13,10 @@ still running joins it instead of starting another (Cordum's flushLatch).
 Bridge replicas each see the heartbeat and each flush; their publishes carry
 the same ``Nats-Msg-Id`` inside one ``dedup_bucket_s`` window, so JetStream
 stores one of them.
+
+A flush decides nothing about scheduling: it republishes, and the engine routes,
+checks policy and moves the job under its lock. The one rule it needs, which
+waiting jobs a pool may take, is handed in (``cordum.registry.pools.pool_serves``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,12 +45,15 @@ if TYPE_CHECKING:
 
     import nats.js
 
-    from cordum.config import PoolsConfig
     from cordum.protocol import BusPacket
 
 log = logging.getLogger("cordum.bus.flush")
 
 FLUSHED_STATES = (JobState.PENDING, JobState.SCHEDULED)
+
+PoolRule = Callable[[str, str, Mapping[str, str]], bool]
+"""``(pool, topic, labels)``: whether a waiting job of ``topic`` with ``labels`` is one
+``pool`` may take."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,15 +134,6 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def routed_to(pool: str, topic: str, labels: dict[str, str], pools: PoolsConfig) -> bool:
-    """Whether a job of ``topic`` with ``labels`` would be served by ``pool``."""
-    if pool in pools.pools_for(topic):
-        return True
-    if pool in (labels.get("pool"), labels.get("target_pool")):
-        return True
-    return topic.startswith(f"job.{pool}.")
-
-
 class PoolFlusher:
     """Republishes a pool's waiting jobs on the submit subject, one flush per pool at a time."""
 
@@ -143,7 +141,7 @@ class PoolFlusher:
         self,
         redis: RedisMetaClientProtocol,
         publisher: DurablePublisher,
-        pools: PoolsConfig,
+        serves: PoolRule,
         *,
         policy: FlushPolicy | None = None,
         subject: str = SUBJECT_SUBMIT,
@@ -152,7 +150,7 @@ class PoolFlusher:
     ) -> None:
         self._redis = redis
         self._publisher = publisher
-        self._pools = pools
+        self._serves = serves
         self._policy = policy or FlushPolicy()
         self._subject = subject
         self._indexes = indexes or JobIndexes(redis)
@@ -216,7 +214,7 @@ class PoolFlusher:
                 # The index was read a moment ago: a job dispatched since then is left alone.
                 if current not in FLUSHED_STATES:
                     continue
-                if not routed_to(pool, topic, decode_labels({"labels": labels}), self._pools):
+                if not self._serves(pool, topic, decode_labels({"labels": labels})):
                     continue
                 matched += 1
                 if await self._republish(job_id, trace_id, bucket):

@@ -1,8 +1,10 @@
 """The HTTP API as a powertools REST resolver (API Gateway v1 proxy events).
 
 Each area of the API is a Router in ``cordum.gateway.routes``. Domain errors
-become HTTP answers here, in one place; routes only authenticate, parse and
-call a service.
+become HTTP answers here, in one place: one handler per kind of
+``cordum.gateway.errors`` whose answer differs (headers, body fields), and the
+store's failures as 503 ``store_unavailable``. Routes only authenticate, parse
+and call a service.
 
 Every answer is the gateway's own, with an ``X-Request-Id``: an exception that
 left ``handle`` would reach the caller as API Gateway's bare 502. So a request
@@ -15,13 +17,23 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from pydantic import ValidationError
 
-from cordum.gateway.errors import ApiError
+from cordum.gateway.errors import (
+    GatewayError,
+    InvalidRequest,
+    NotFound,
+    PolicyDenied,
+    PolicyUnavailable,
+    RetryableConflict,
+    StoreUnavailable,
+    Throttled,
+)
 from cordum.gateway.http import body_text, check_path, json_response
 from cordum.gateway.routes import approvals as approval_routes
 from cordum.gateway.routes import dlq as dlq_routes
@@ -30,6 +42,7 @@ from cordum.gateway.routes import health as health_routes
 from cordum.gateway.routes import jobs as job_routes
 from cordum.gateway.routes import reads as read_routes
 from cordum.metrics import METRICS
+from cordum.store.errors import LockUnavailable, StoreError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -49,9 +62,45 @@ app.include_router(read_routes.router)
 app.include_router(doc_routes.router)
 
 
-@app.exception_handler(ApiError)
-def _api_error(exc: ApiError) -> Response:
-    return json_response(exc.status, exc.body(), exc.headers)
+def _retry_after(seconds: float) -> dict[str, str]:
+    """Retry-After in whole seconds, at least 1."""
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+@app.exception_handler(GatewayError)
+def _refused(exc: GatewayError) -> Response:
+    """Every kind whose answer is its status and its body alone."""
+    return json_response(exc.status, exc.body())
+
+
+@app.exception_handler(RetryableConflict)
+def _retryable_conflict(exc: RetryableConflict) -> Response:
+    return json_response(exc.status, {**exc.body(), "retryable": True},
+                         _retry_after(exc.retry_after_s))
+
+
+@app.exception_handler(Throttled)
+def _throttled(exc: Throttled) -> Response:
+    return json_response(exc.status, exc.body(), _retry_after(exc.retry_after_s))
+
+
+@app.exception_handler(PolicyUnavailable)
+def _policy_unavailable(exc: PolicyUnavailable) -> Response:
+    return json_response(exc.status, exc.body(), _retry_after(exc.retry_after_s))
+
+
+@app.exception_handler(PolicyDenied)
+def _policy_denied(exc: PolicyDenied) -> Response:
+    # The denied job exists: its ids let the caller look it up.
+    return json_response(exc.status, {**exc.body(), "job_id": exc.job_id,
+                                      "trace_id": exc.trace_id},
+                         {"X-Trace-Id": exc.trace_id})
+
+
+@app.exception_handler([StoreError, LockUnavailable])
+def _store_unavailable(exc: Exception) -> Response:
+    refused = StoreUnavailable()
+    return json_response(refused.status, refused.body())
 
 
 @app.exception_handler(ValidationError)
@@ -59,13 +108,14 @@ def _invalid_body(exc: ValidationError) -> Response:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "body"
     missing = first["type"] == "missing"
-    message = f"{where} is required" if missing else f"{where}: {first['msg']}"
-    return json_response(400, {"error": message, "code": "invalid_request", "status": 400})
+    refused = InvalidRequest(f"{where} is required" if missing else f"{where}: {first['msg']}")
+    return json_response(refused.status, refused.body())
 
 
 @app.not_found
 def _not_found(exc: Exception) -> Response:
-    return json_response(404, {"error": "not found", "code": "not_found", "status": 404})
+    refused = NotFound("not found")
+    return json_response(refused.status, refused.body())
 
 
 @app.exception_handler(Exception)
@@ -91,7 +141,7 @@ def _resolve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
         check_path(event.get("path"))
         text = body_text(event)
-    except ApiError as exc:
+    except GatewayError as exc:
         return _error(exc.status, exc.body())
     # The routes read the body as the UTF-8 text it now is, however it arrived.
     return app.resolve({**event, "body": text, "isBase64Encoded": False}, context)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum import aws
-from cordum.gateway.errors import ApiError, unauthorized
+from cordum.gateway.errors import Forbidden, KeysUnavailable, Unauthorized
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -250,7 +250,7 @@ class KeyRing:
         if now >= self._next_read:
             self._read(now)
         if self._keys is None:
-            raise ApiError(503, "api keys unavailable", "keys_unavailable")
+            raise KeysUnavailable
         return self._keys
 
     def _read(self, now: float) -> None:
@@ -316,14 +316,14 @@ class Authenticator:
             if auth[:7].lower() == "bearer ":
                 presented = auth[7:].strip()
         if not presented:
-            raise unauthorized()
+            raise Unauthorized
         key = self._match(presented)
         if key is None:
-            raise unauthorized()
+            raise Unauthorized
         tenant = resolve_tenant(headers, key)
         bound = bound_tenant(key)
         # "*" names the key's reach, never a tenant a request may act in.
         if tenant == ANY_TENANT or (bound != ANY_TENANT and tenant != bound):
-            raise ApiError(403, "tenant access denied")
+            raise Forbidden("tenant access denied")
         return Principal(tenant=tenant, role=key.role or DEFAULT_ROLE,
                          principal_id=key.identity, key_id=key.key_id)

@@ -1,12 +1,10 @@
 """The dead-letter queue of jobs: list, delete, retry.
 
-Entries are written by the job store together with a terminal transition
-(``store/lua/transition.lua``): ``dlq:entry:<job_id>`` holds the JSON
-``{job_id, topic?, status, reason, reason_code, last_state, attempts,
-created_at}`` and ``dlq:index`` orders the ids by ``created_at`` (µs). An entry
-does not always name its tenant or topic (the result path leaves the topic
-out); the job's meta does, for as long as it lives (7 days against the
-entry's 30). An entry whose tenant is known nowhere is shown to no one.
+Entries are written by the job store together with a terminal transition and
+read through ``cordum.store.dlq``. An entry does not always name its tenant or
+topic (the result path leaves the topic out); the job's meta does, for as long
+as it lives (7 days against the entry's 30). An entry whose tenant is known
+nowhere is shown to no one.
 
 A retry is a new job: ``<job_id>-retry-<8 hex>``, its request a copy of the
 failed one, stored PENDING and announced on ``sys.job.submit`` like any
@@ -23,20 +21,15 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
-from cordum.gateway.approvals import (
-    API_LOCK,
-    Row,
-    api_job_lock,
-    page_newest_first,
-    parse_cursor,
-    read_pipeline,
-)
-from cordum.gateway.errors import ApiError
-from cordum.gateway.jobs import announce
-from cordum.gateway.views import rfc3339
+from cordum.gateway.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from cordum.gateway.locking import API_LOCK, api_job_lock
+from cordum.gateway.paging import page_newest_first, parse_cursor
+from cordum.gateway.submission import announce
+from cordum.gateway.views import rfc3339_us
+from cordum.store.dlq import DlqEntries
 from cordum.store.errors import StoreError
 from cordum.store.indexes import JobIndexes
-from cordum.store.jobs import DLQ_INDEX_KEY, NewJob, dlq_entry_key, meta_key
+from cordum.store.jobs import DLQ_INDEX_KEY, NewJob
 from cordum.store.locks import JobLocks
 
 if TYPE_CHECKING:
@@ -45,6 +38,7 @@ if TYPE_CHECKING:
     from cordum.bus.publisher import NatsPublisher
     from cordum.gateway.auth import Principal
     from cordum.store.jobs import JobStore
+    from cordum.store.reads import Row
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +54,7 @@ DROPPED_LABEL_PREFIXES = ("approval_", "safety_bypass")
 DROPPED_LABELS = ("cordum.bus_msg_id",)
 """Bookkeeping of the failed run that must not carry over: a retry is judged afresh."""
 
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode()
-    return "" if value is None else str(value)
+LOCK_BUSY = "dlq_retryable_lock"
 
 
 def _int(value: Any) -> int:
@@ -72,16 +62,6 @@ def _int(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def parse_entry(raw: Any) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        entry = json.loads(_text(raw))
-    except ValueError:
-        return None
-    return entry if isinstance(entry, dict) else None
 
 
 def entry_view(job_id: str, entry: Mapping[str, Any], meta: Mapping[str, str],
@@ -96,7 +76,7 @@ def entry_view(job_id: str, entry: Mapping[str, Any], meta: Mapping[str, str],
         "topic": str(entry.get("topic") or meta.get("topic") or ""),
         "tenant": str(entry.get("tenant") or meta.get("tenant") or ""),
         "error": reason or meta.get("failure_reason") or "",
-        "failed_at": rfc3339(str(failed_at)),
+        "failed_at": rfc3339_us(str(failed_at)),
         "retry_count": max(0, attempts - 1),
         "original_state": last_state,
         "status": str(entry.get("status") or ""),
@@ -136,6 +116,7 @@ class DlqService:
                  locks: JobLocks | None = None) -> None:
         self._store = store
         self._redis = redis
+        self._entries = DlqEntries(redis)
         self._indexes = JobIndexes(redis)
         self._publisher = publisher
         self._locks = locks or JobLocks(redis, API_LOCK)
@@ -144,17 +125,9 @@ class DlqService:
         """The caller's tenant's entries, newest first."""
 
         async def views(rows: Sequence[Row]) -> list[dict[str, Any] | None]:
-            def build(pipe: Any) -> None:
-                for job_id, _ in rows:
-                    pipe.get(dlq_entry_key(job_id))
-                    pipe.hmget(meta_key(job_id), *META_FIELDS)
-
-            replies = await read_pipeline(self._redis, build)
+            found = await self._entries.with_meta([job_id for job_id, _ in rows], META_FIELDS)
             out: list[dict[str, Any] | None] = []
-            for i, (job_id, score) in enumerate(rows):
-                entry = parse_entry(replies[2 * i])
-                meta = {k: _text(v) for k, v in zip(META_FIELDS, replies[2 * i + 1],
-                                                    strict=True) if v is not None}
+            for (job_id, score), (entry, meta) in zip(rows, found, strict=True):
                 if entry is None:  # expired; its index member outlives it
                     out.append(None)
                     continue
@@ -168,23 +141,20 @@ class DlqService:
 
     async def delete(self, who: Principal, job_id: str) -> None:
         await self._owned_entry(who, job_id)
-        await self._remove(job_id)
+        await self._entries.remove(job_id)
 
     async def retry(self, who: Principal, job_id: str, deadline: float | None = None) -> str:
         """Submit the failed job again as a new job; its id."""
         from google.protobuf import json_format
 
-        async with api_job_lock(self._locks, job_id, deadline, "dlq_retryable_lock") as lease:
+        async with api_job_lock(self._locks, job_id, deadline, LOCK_BUSY) as lease:
             entry, meta = await self._owned_entry(who, job_id, lease.data)
             topic = str(entry.get("topic") or meta.get("topic") or "")
             if not topic:
-                raise ApiError(400, "missing topic for retry")
+                raise InvalidRequest("missing topic for retry", "missing_topic_for_retry")
             tenant = who.tenant
-            try:
-                original = await self._indexes.get_request(job_id)
-                context = await self._store.get_payload(protocol.context_key(job_id))
-            except StoreError as exc:
-                raise ApiError(503, "store unavailable", "store_unavailable") from exc
+            original = await self._indexes.get_request(job_id)
+            context = await self._store.get_payload(protocol.context_key(job_id))
             new_id = f"{job_id}-retry-{uuid.uuid4().hex[:8]}"
             trace_id = f"dlq-retry-{job_id}"
             # Without its payload (gone after 24 h) the job is sent without a context.
@@ -201,7 +171,11 @@ class DlqService:
                 meta={k: v for k, v in fields.items() if v},
             )
             await self._submit(job, req)
-            await self._remove(job_id, quiet=True)
+            try:
+                await self._entries.remove(job_id)
+            except StoreError as exc:
+                # The retry is announced; the entry stays listed until deleted by hand.
+                log.error("dlq retry: entry %s not deleted: %s", job_id, exc)
         log.info("dlq entry %s retried as %s", job_id, new_id)
         return new_id
 
@@ -210,40 +184,20 @@ class DlqService:
                            ) -> tuple[dict[str, Any], dict[str, str]]:
         """The entry and the job's meta; 404 when there is no entry, 403 when it is
         another tenant's (404 when no tenant is known for it)."""
-        try:
-            raw = await self._redis.get(dlq_entry_key(job_id))
-            if meta is None:
-                meta = await self._store.get(job_id)
-        except Exception as exc:  # StoreError or the client's own
-            raise ApiError(503, "store unavailable", "store_unavailable") from exc
-        entry = parse_entry(raw)
+        entry = await self._entries.entry(job_id)
+        if meta is None:
+            meta = await self._store.get(job_id)
         if entry is None:
-            raise ApiError(404, "dlq entry not found")
+            raise NotFound("dlq entry not found")
         tenant = str(entry.get("tenant") or meta.get("tenant") or "")
         if not tenant:
-            raise ApiError(404, "dlq entry not found")
+            raise NotFound("dlq entry not found")
         if tenant != who.tenant:
-            raise ApiError(403, "tenant access denied")
+            raise Forbidden("tenant access denied")
         return entry, meta
 
     async def _submit(self, job: NewJob, req: protocol.JobRequest) -> None:
         """Store the job PENDING and announce it, as the gateway's submit does."""
-        try:
-            created = await self._store.create(job)
-        except StoreError as exc:
-            raise ApiError(503, "store unavailable", "store_unavailable") from exc
-        if not created:
-            raise ApiError(409, "retry job id already taken; retry", "dlq_retry_conflict")
+        if not await self._store.create(job):
+            raise Conflict("retry job id already taken; retry", "dlq_retry_conflict")
         await announce(self._store, self._publisher, job, req)
-
-    async def _remove(self, job_id: str, *, quiet: bool = False) -> None:
-        try:
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.delete(dlq_entry_key(job_id))
-            pipe.zrem(DLQ_INDEX_KEY, job_id)
-            await pipe.execute()
-        except Exception as exc:
-            if not quiet:
-                raise ApiError(503, "store unavailable", "store_unavailable") from exc
-            # The retry is announced; the entry stays listed until deleted by hand.
-            log.error("dlq retry: entry %s not deleted: %s", job_id, exc)

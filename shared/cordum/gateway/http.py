@@ -13,7 +13,7 @@ from urllib.parse import unquote
 from aws_lambda_powertools.event_handler import Response
 
 from cordum.gateway import deps, ratelimit
-from cordum.gateway.errors import ApiError
+from cordum.gateway.errors import Forbidden, InvalidRequest
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
@@ -52,11 +52,7 @@ def principal(event: BaseProxyEvent) -> Principal:
 def require_role(who: Principal, *roles: str) -> None:
     """403 unless ``who`` has one of ``roles`` (admin always passes)."""
     if who.role != ADMIN and who.role not in roles:
-        raise ApiError(403, "forbidden", "forbidden")
-
-
-def _invalid(message: str) -> ApiError:
-    return ApiError(400, message, "invalid_request")
+        raise Forbidden("forbidden", "forbidden")
 
 
 def check_path(path: object) -> None:
@@ -64,7 +60,7 @@ def check_path(path: object) -> None:
     ids taken from it end up in keys, logs and headers."""
     text = path if isinstance(path, str) else ""
     if _CONTROL.search(text) or _CONTROL.search(unquote(text)):
-        raise _invalid("path contains a control character")
+        raise InvalidRequest("path contains a control character")
 
 
 def body_text(raw_event: dict[str, Any]) -> str | None:
@@ -74,20 +70,20 @@ def body_text(raw_event: dict[str, Any]) -> str | None:
     if raw is None:
         return None
     if not isinstance(raw, str):
-        raise _invalid("request body must be text")
+        raise InvalidRequest("request body must be text")
     if raw_event.get("isBase64Encoded"):
         try:
             data = base64.b64decode(raw, validate=True)
         except (binascii.Error, ValueError):
-            raise _invalid("request body is not valid base64") from None
+            raise InvalidRequest("request body is not valid base64") from None
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
-            raise _invalid("request body is not valid UTF-8") from None
+            raise InvalidRequest("request body is not valid UTF-8") from None
     try:
         raw.encode("utf-8")  # a lone surrogate is text Python holds but no UTF-8
     except UnicodeEncodeError:
-        raise _invalid("request body is not valid UTF-8") from None
+        raise InvalidRequest("request body is not valid UTF-8") from None
     return raw
 
 
@@ -105,21 +101,22 @@ def json_body(event: BaseProxyEvent, *, required: bool = True) -> dict[str, Any]
     if not raw:
         if not required:
             return {}
-        raise _invalid("request body is required")
+        raise InvalidRequest("request body is required")
     if json_too_deep(raw):
-        raise _invalid(f"request body is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
+        raise InvalidRequest(
+            f"request body is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError):
-        raise ApiError(400, "request body is not valid JSON", "invalid_json") from None
+        raise InvalidRequest("request body is not valid JSON", "invalid_json") from None
     if not isinstance(body, dict):
-        raise _invalid("request body must be a JSON object")
+        raise InvalidRequest("request body must be a JSON object")
     if _SURROGATE_ESCAPE.search(raw):
         try:
             # "\ud800" escapes decode to a lone surrogate, which no store can write.
             json.dumps(body, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
-            raise _invalid("request body is not valid UTF-8") from None
+            raise InvalidRequest("request body is not valid UTF-8") from None
     return body
 
 
@@ -135,7 +132,7 @@ def limit(event: BaseProxyEvent, default: int = 50, maximum: int = 1000) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ApiError(400, "limit must be an integer", "invalid_request") from None
+        raise InvalidRequest("limit must be an integer") from None
     if value <= 0:
-        raise ApiError(400, "limit must be positive", "invalid_request")
+        raise InvalidRequest("limit must be positive")
     return min(value, maximum)

@@ -1,4 +1,8 @@
-"""Request bodies of the HTTP API (Cordum's field names and limits)."""
+"""Request bodies of the HTTP API (Cordum's field names and limits).
+
+These models validate what arrives and are the ones ``cordum.gateway.openapi``
+documents, so the document describes exactly what is accepted.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cordum.config import ConfigError
-from cordum.gateway.errors import ApiError
+from cordum.gateway.errors import InvalidRequest
 from cordum.labels import has_control_chars, is_reserved_label
 
 if TYPE_CHECKING:
@@ -42,6 +46,9 @@ SUBMIT_ROLES = ("user", "jobs.write")
 
 PRIORITIES = {"interactive": 1, "batch": 2, "critical": 3}
 
+FREE_TEXT_MAX_BYTES = 512
+"""Cordum bounds an approval's reason and note to 512 bytes."""
+
 
 def max_body_bytes(env: Mapping[str, str] | None = None) -> int:
     """The submit body limit; a value that is not a positive integer is a configuration error."""
@@ -66,11 +73,23 @@ def idempotency_key_error(key: str) -> str | None:
     return None
 
 
-class ReservedLabel(ApiError):
-    """400 for a label only the platform sets (an approval, a bypass, a workflow, ...)."""
+def no_default(schema: dict[str, Any]) -> None:
+    """For ``json_schema_extra``: the spec gives the field no default, whatever pydantic
+    would publish."""
+    schema.pop("default", None)
+
+
+def bound_free_text(value: str) -> str:
+    """Trimmed, and cut to ``FREE_TEXT_MAX_BYTES`` of UTF-8 on a character boundary."""
+    data = value.strip().encode()[:FREE_TEXT_MAX_BYTES]
+    return data.decode(errors="ignore").strip()
+
+
+class ReservedLabel(InvalidRequest):
+    """A label only the platform sets (an approval, a bypass, a workflow, ...)."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(400, f"label {key[:64]} is reserved: the platform sets it",
+        super().__init__(f"label {key[:64]} is reserved: the platform sets it",
                          "reserved_label")
 
 
@@ -157,3 +176,29 @@ class SubmitJobRequest(BaseModel):
         doc = self.model_dump(mode="json", exclude={"idempotency_key"})
         text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+class ApprovalDecisionRequest(BaseModel):
+    """Body of approve and reject: a reason is required, a note is optional."""
+
+    # Unknown fields are accepted and ignored, as the document says.
+    model_config = ConfigDict(extra="ignore", use_attribute_docstrings=True,
+                              json_schema_extra={"additionalProperties": True})
+
+    reason: str
+    """Why; trimmed and cut to 512 bytes of UTF-8. It must not be empty."""
+    note: str = Field(default="", json_schema_extra=no_default)
+    """Trimmed and cut to 512 bytes of UTF-8."""
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        value = bound_free_text(value)
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("note")
+    @classmethod
+    def _note(cls, value: str) -> str:
+        return bound_free_text(value)

@@ -2,9 +2,9 @@
 
 :data:`OPERATIONS` is the contract: Cordum's 16 in-scope operations (their
 operationIds, parameters and documented statuses), plus this document and its
-Swagger UI page. Bodies are the models of ``cordum.gateway.schemas`` and the
-submit body is ``cordum.gateway.models.SubmitJobRequest``, so the document
-cannot drift from what the gateway validates. :func:`undocumented_routes`
+Swagger UI page. Answers are the models of ``cordum.gateway.schemas``; request
+bodies are the models of ``cordum.gateway.models`` that validate them, so the
+document cannot drift from what the gateway accepts. :func:`undocumented_routes`
 lists routes the resolver serves that the document does not describe.
 
 Beyond Cordum's spec the document lists what this gateway really answers
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from cordum.gateway import schemas
-from cordum.gateway.models import SubmitJobRequest
-from cordum.gateway.routes.docs import DOCS_PATH, DOCUMENT_PATH
+from cordum.gateway.models import ApprovalDecisionRequest, SubmitJobRequest
+from cordum.gateway.paths import DOCS_PATH, DOCUMENT_PATH
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
@@ -123,12 +123,12 @@ OPERATIONS: tuple[Operation, ...] = (
               "Approvals", schemas.ApprovalList, query=("Limit", "Cursor"),
               errors=(400, *AUTHENTICATED)),
     Operation("post", "/api/v1/approvals/{job_id}/approve", "approveJob", "Approve a job",
-              "Approvals", schemas.SubmitJobResponse, body=schemas.ApprovalDecisionRequest,
+              "Approvals", schemas.SubmitJobResponse, body=ApprovalDecisionRequest,
               errors=APPROVAL_ERRORS,
               notes={403: _codes((APPROVAL_FORBIDDEN,)), 404: _codes(("RESULT_INVALID_STATUS",)),
                      409: _codes(APPROVE_CONFLICTS)}),
     Operation("post", "/api/v1/approvals/{job_id}/reject", "rejectJob", "Reject a job",
-              "Approvals", schemas.JobIdResponse, body=schemas.ApprovalDecisionRequest,
+              "Approvals", schemas.JobIdResponse, body=ApprovalDecisionRequest,
               errors=APPROVAL_ERRORS,
               notes={403: _codes((APPROVAL_FORBIDDEN,)), 404: _codes(("RESULT_INVALID_STATUS",)),
                      409: _codes(APPROVAL_CONFLICTS)}),

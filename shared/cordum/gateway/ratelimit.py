@@ -11,8 +11,9 @@ the part of it still inside the sliding window (the usual two-counter estimate):
     estimate = previous * (1 - elapsed / window) + current
 
 Each request is one pipeline (INCR and PEXPIRE of the current counter, GET of
-the previous one): one round trip, no script. Refused requests are counted
-too, so a client that ignores Retry-After stays refused.
+the previous one: ``cordum.store.ratelimit``): one round trip, no script.
+Refused requests are counted too, so a client that ignores Retry-After stays
+refused.
 
 Counters are keyed by a SHA-256 of the credential, never the credential itself.
 When Redis cannot be reached the request goes through and a warning is logged:
@@ -32,21 +33,23 @@ import os
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from cordum.config import ConfigError
-from cordum.gateway.errors import ApiError
+from cordum.gateway.errors import Throttled
+from cordum.store.errors import StoreError
+from cordum.store.ratelimit import RateCounters
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from cordum.gateway.auth import Principal
+    from cordum.store.ratelimit import RedisPipelineProtocol
 
 log = logging.getLogger(__name__)
 
 RATE_ENV = "CORDUM_RATE_LIMIT_RPS"
 BURST_ENV = "CORDUM_RATE_LIMIT_BURST"
-KEY_PREFIX = "cordum:ratelimit:"
 DEFAULT_RATE_PER_S = 50.0
 DEFAULT_BURST = 100
 WARN_INTERVAL_S = 10.0
@@ -86,16 +89,10 @@ class RateDecision:
     """Whole seconds until the estimate is back under the limit (refusals only)."""
 
 
-class RedisPipelineProtocol(Protocol):
-    """The part of ``redis.asyncio.Redis`` the limiter uses."""
-
-    def pipeline(self, transaction: bool = ...) -> Any: ...
-
-
 class RateLimiter:
     def __init__(self, redis: RedisPipelineProtocol, policy: RateLimitPolicy, *,
                  clock: Callable[[], float] = time.time) -> None:
-        self._redis = redis
+        self._counters = RateCounters(redis)
         self.policy = policy
         self._clock = clock
 
@@ -108,19 +105,12 @@ class RateLimiter:
         now = self._clock()
         index = math.floor(now / window)
         elapsed = (now - index * window) / window
-        current_key = f"{KEY_PREFIX}{key_id}:{index}"
         try:
             async with asyncio.timeout(p.op_timeout_s):
-                pipe = self._redis.pipeline(transaction=False)
-                pipe.incr(current_key)
-                # The counter is read as "previous" during the next window, then dropped.
-                pipe.pexpire(current_key, math.ceil(2 * window * 1000))
-                pipe.get(f"{KEY_PREFIX}{key_id}:{index - 1}")
-                current, _, previous = await pipe.execute()
-        except Exception as exc:  # connection, timeout, READONLY alike: never block the API
+                current, previous = await self._counters.count(key_id, index, window)
+        except (StoreError, TimeoutError) as exc:  # connection, timeout, READONLY: let it in
             _warn_unreachable(exc)
             return RateDecision(True)
-        current, previous = int(current), int(previous or 0)
         if previous * (1 - elapsed) + current <= p.burst:
             return RateDecision(True)
         return RateDecision(False, _retry_after(previous, current, elapsed, window, p.burst))
@@ -184,8 +174,8 @@ def key_id(who: Principal, headers: Mapping[str, str]) -> str:
     return hashlib.sha256(presented.encode()).hexdigest()[:32]
 
 
-def rate_limited(retry_after_s: int) -> ApiError:
-    return ApiError(429, "rate limited", "rate_limited", {"Retry-After": str(retry_after_s)})
+def rate_limited(retry_after_s: int) -> Throttled:
+    return Throttled("rate limited", "rate_limited", retry_after_s)
 
 
 def check(principal_key_id: str) -> None:

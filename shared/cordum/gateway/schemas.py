@@ -1,4 +1,4 @@
-"""Response (and approval request) bodies of the HTTP API, as Cordum's OpenAPI spec has them.
+"""Response bodies of the HTTP API, as Cordum's OpenAPI spec has them.
 
 Field names, types, enums and nullability follow Cordum's published spec (the
 one cordum-sdk parses). Every field is optional unless the spec requires it;
@@ -18,15 +18,12 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-
-def _no_default(schema: dict[str, Any]) -> None:
-    # The spec gives these fields no default; pydantic would publish "default": null.
-    schema.pop("default", None)
+from cordum.gateway.models import no_default
 
 
 def optional() -> Any:
     """May be absent. ``null`` is refused unless the annotation says ``X | None``."""
-    return Field(default=None, json_schema_extra=_no_default)
+    return Field(default=None, json_schema_extra=no_default)
 
 
 class Body(BaseModel):
@@ -151,11 +148,6 @@ class ApprovalItem(Body):
 
 class ApprovalList(PaginatedResponse):
     items: list[ApprovalItem] = optional()
-
-
-class ApprovalDecisionRequest(Body):
-    reason: str
-    note: str = optional()
 
 
 class DLQEntry(Body):

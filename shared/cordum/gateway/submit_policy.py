@@ -31,7 +31,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.config import ConfigError
-from cordum.gateway.errors import ApiError
+from cordum.gateway.errors import PolicyUnavailable, Throttled
 from cordum.metrics import METRICS
 from cordum.safety.client import Decision, SafetyVerdict
 from cordum.scheduler.constraints import safety_meta
@@ -65,7 +65,7 @@ class PolicyChecker(Protocol):
     async def check(self, req: JobRequest, tenant: str) -> SafetyVerdict: ...
 
 
-class Outcome(StrEnum):
+class SubmitOutcome(StrEnum):
     ALLOW = "allow"
     """Store PENDING and publish (also a fail-open bypass and a switched-off check)."""
     DENY = "deny"
@@ -77,36 +77,23 @@ class Outcome(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class SubmitDecision:
-    outcome: Outcome
+    outcome: SubmitOutcome
     verdict: SafetyVerdict
     fields: Mapping[str, str] = field(default_factory=dict)
     """job:meta fields recording the decision (DENY and APPROVAL), as the engine names them."""
 
 
-class PolicyDenied(ApiError):
-    """403 for a job the policy denied; the job exists (DENIED), so its ids are in the body."""
-
-    def __init__(self, reason: str, job_id: str, trace_id: str) -> None:
-        super().__init__(403, reason, DENIED_CODE, {"X-Trace-Id": trace_id})
-        self.job_id = job_id
-        self.trace_id = trace_id
-
-    def body(self) -> dict[str, object]:
-        return {**super().body(), "job_id": self.job_id, "trace_id": self.trace_id}
+def throttled(reason: str) -> Throttled:
+    return Throttled(reason or "throttled by policy", "safety_throttled",
+                     THROTTLE_RETRY_AFTER_S)
 
 
-def throttled(reason: str) -> ApiError:
-    return ApiError(429, reason or "throttled by policy", "safety_throttled",
-                    {"Retry-After": str(THROTTLE_RETRY_AFTER_S)})
-
-
-def unavailable(reason: str) -> ApiError:
-    return ApiError(503, f"policy check unavailable: {reason}", "policy_unavailable",
-                    {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)})
+def unavailable(reason: str) -> PolicyUnavailable:
+    return PolicyUnavailable(reason, UNAVAILABLE_RETRY_AFTER_S)
 
 
 def safety_fields(verdict: SafetyVerdict, req: JobRequest) -> dict[str, str]:
-    """The safety record in job:meta, field for field as ``Engine._decide`` writes it.
+    """The safety record in job:meta, field for field as ``Engine.decide`` writes it.
 
     ``safety_job_hash`` is taken over ``req`` exactly as it is stored, so the
     approval endpoints and the engine's approval fast path find it unchanged.
@@ -153,7 +140,8 @@ class SubmitPolicy:
         """The decision for ``req``; on a fail-open bypass ``req`` gets the bypass labels.
         ``payload`` (not stored yet) is what the kernel derives risk tags from."""
         if not self.enabled:
-            return SubmitDecision(Outcome.ALLOW, SafetyVerdict(Decision.ALLOW, "not checked"))
+            return SubmitDecision(SubmitOutcome.ALLOW,
+                                  SafetyVerdict(Decision.ALLOW, "not checked"))
         if self._payloads is not None and payload is not None:
             with self._payloads.holding(req.context_ptr, payload):
                 verdict = await self._ask(req, tenant)
@@ -165,21 +153,21 @@ class SubmitPolicy:
             verdict = replace(verdict, decision=Decision.REQUIRE_APPROVAL)
         if verdict.decision is Decision.UNAVAILABLE:
             if not self._fail_open:
-                return SubmitDecision(Outcome.UNAVAILABLE, verdict)
+                return SubmitDecision(SubmitOutcome.UNAVAILABLE, verdict)
             # Fail-open is the operator's explicit choice; the job carries the mark.
             log.warning("safety unavailable, fail-open: accepting %s (%s)", req.job_id,
                         verdict.reason)
             req.labels["safety_bypassed"] = "true"
             req.labels["safety_bypass_reason"] = verdict.reason[:256]
-            return SubmitDecision(Outcome.ALLOW, replace(verdict, decision=Decision.ALLOW,
-                                                         rule_id="fail-open"))
+            return SubmitDecision(SubmitOutcome.ALLOW,
+                                  replace(verdict, decision=Decision.ALLOW, rule_id="fail-open"))
         if verdict.decision in (Decision.ALLOW, Decision.ALLOW_WITH_CONSTRAINTS):
-            return SubmitDecision(Outcome.ALLOW, verdict)
+            return SubmitDecision(SubmitOutcome.ALLOW, verdict)
         if verdict.decision is Decision.THROTTLE:
-            return SubmitDecision(Outcome.THROTTLE, verdict)
+            return SubmitDecision(SubmitOutcome.THROTTLE, verdict)
         if verdict.decision is Decision.REQUIRE_APPROVAL:
-            return SubmitDecision(Outcome.APPROVAL, verdict, safety_fields(verdict, req))
-        return SubmitDecision(Outcome.DENY, verdict, safety_fields(verdict, req))
+            return SubmitDecision(SubmitOutcome.APPROVAL, verdict, safety_fields(verdict, req))
+        return SubmitDecision(SubmitOutcome.DENY, verdict, safety_fields(verdict, req))
 
     async def aclose(self) -> None:
         """Close the kernel channel (end of a service or a test)."""

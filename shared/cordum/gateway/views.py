@@ -22,7 +22,7 @@ from cordum.store.results import is_result_pointer, redacted_pointer
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from cordum.scheduler.registry import WorkerInfo
+    from cordum.registry.workers import WorkerInfo
 
 SAFETY_ACTIONS = ("ALLOW", "DENY", "REQUIRE_APPROVAL", "THROTTLE", "ALLOW_WITH_CONSTRAINTS",
                   "UNAVAILABLE")
@@ -61,7 +61,7 @@ def json_or_text(raw: str | None) -> Any:
         return {"text": raw}
 
 
-def rfc3339(us: str | int | None) -> str | None:
+def rfc3339_us(us: str | int | None) -> str | None:
     """Microseconds since the epoch (as stored) as RFC 3339 UTC; None when not a time."""
     if us is None or us == "":
         return None
@@ -86,7 +86,7 @@ def rfc3339_s(seconds: float) -> str:
 
 def _put_time(out: dict[str, Any], name: str, us: str | int | None) -> None:
     # A non-nullable time that is unknown is left out, not sent as null.
-    value = rfc3339(us)
+    value = rfc3339_us(us)
     if value is not None:
         out[name] = value
 
@@ -242,7 +242,7 @@ def job_detail(job_id: str, meta: dict[str, str], result_ptr: str | None,
         "adapter_id": meta.get("adapter_id", ""),
         "priority": priority(meta.get("priority")),
         "started_at": None,
-        "completed_at": rfc3339(meta.get("updated_at")) if state in _TERMINAL else None,
+        "completed_at": rfc3339_us(meta.get("updated_at")) if state in _TERMINAL else None,
         "error": meta.get("failure_reason") or None,
         "attempts": attempts,
         "retry_count": max(0, attempts - 1),
@@ -269,7 +269,7 @@ def job_detail(job_id: str, meta: dict[str, str], result_ptr: str | None,
             out[name] = meta[name]
     for name in _APPROVAL_TIMES:
         if meta.get(name):
-            out[name] = rfc3339(meta[name]) or meta[name]
+            out[name] = rfc3339_us(meta[name]) or meta[name]
     output = json_object(meta.get("output_safety"))
     if extras is not None:
         _apply_extras(out, extras, state)
@@ -287,10 +287,10 @@ def _apply_extras(out: dict[str, Any], extras: DetailExtras, state: str) -> None
         out["adapter_id"] = extras.adapter_id
     started = _first_event(extras.events, _RUNNING)
     if started is not None:
-        out["started_at"] = rfc3339(started)
+        out["started_at"] = rfc3339_us(started)
     completed = _first_event(extras.events, _TERMINAL)
     if completed is not None and state in _TERMINAL:
-        out["completed_at"] = rfc3339(completed)
+        out["completed_at"] = rfc3339_us(completed)
     entry = extras.dlq
     if entry is not None:
         out["error_message"] = str(entry.get("reason") or "")

@@ -25,7 +25,7 @@ from cordum.scheduler.errors import RetryAfter, UnparseableRecord
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from cordum.scheduler.engine import Outcome
+    from cordum.scheduler.packets import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +75,11 @@ def process_batch(
     Records are handled concurrently on the container's event loop. (The
     powertools batch processor would do the same inside Lambda, but outside it
     runs ``asyncio.run`` on a new loop, which the cached clients are not bound
-    to; it also costs about 190 ms of import at cold start.)
+    to; it also costs about 190 ms of import at cold start.) ``context`` is the
+    Lambda context: the records see its deadline as ``runtime.invocation_deadline``.
     """
     records = event.get("Records") or []
-    runtime.invocation_deadline.set(runtime.lambda_deadline(context))
+    deadline = runtime.lambda_deadline(context)
 
     async def on_record(record: dict[str, Any]) -> bool:
         message_id = record.get("messageId", "?")
@@ -101,6 +102,9 @@ def process_batch(
         return True
 
     async def run_all() -> list[bool]:
+        # Set in the run's own task, which the records' tasks copy: the deadline
+        # ends with this batch instead of staying behind in the caller's context.
+        runtime.invocation_deadline.set(deadline)
         return list(await asyncio.gather(*(on_record(r) for r in records)))
 
     done = runtime.run(run_all())

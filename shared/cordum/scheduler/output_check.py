@@ -55,7 +55,7 @@ from cordum.safety.output_client import (
 )
 from cordum.safety.output_policy import OutputDecision
 from cordum.safety.output_service import MAX_CONTENT_BYTES
-from cordum.store.results import redacted_key
+from cordum.store.results import DECISION_TTL_S, decision_key, redacted_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -70,7 +70,6 @@ ASYNC_QUARANTINE_CODE = "output_quarantined_async"
 DEFAULT_QUARANTINE_REASON = "output quarantined by policy"
 PREFETCH_BYTES = 64 * 1024
 REDACTED_TTL_S = 24 * 3600
-DECISION_TTL_S = 7 * 24 * 3600
 CONTENT_TYPE_LABEL = "content_type"
 
 
@@ -105,10 +104,6 @@ class Prefetched:
     def missing(self) -> bool:
         """The result was read and is not there."""
         return self.head == b"" and self.size == 0
-
-
-def decision_key(job_id: str) -> str:
-    return f"job:{job_id}:output_decision"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,22 +1,10 @@
 """Saga compensation: record an undo step when a workflow step succeeds, replay the
 undo steps newest-first when the workflow fails fatally.
 
-Keys (Cordum's names with the tenant added: a workflow id is chosen by whoever
-submits the step, so two tenants may use the same one and must not share a saga):
-
-- ``saga:<tenant>:<workflowID>:stack`` LIST of proto-binary ``JobRequest``
-  templates. A record LPUSHes, a rollback LPOPs, so compensation runs in reverse
-  order of the steps. The key expires 7 days after the last push (Cordum's
-  never does).
-- ``saga:<tenant>:<workflowID>:lock`` ``SET NX "1"`` for 2 minutes while one
-  rollback drains the stack; deleted when it ends.
-- ``saga:<tenant>:<workflowID>:recorded`` SET of the job ids already recorded,
-  same TTL as the stack, so a redelivered result does not stack the same undo
-  step twice.
-
-The tenant is the job's stored one, never a packet's claim. Every template on a
-stack is the tenant's own job, and a rollback checks that again before it
-publishes one.
+A workflow's saga is one tenant's: its keys (``store/saga.py``) carry the
+tenant, which is the job's stored one, never a packet's claim. Every template
+on a stack is the tenant's own job (``compensation.py``), and a rollback checks
+that again before it publishes one.
 
 A rollback dispatches each template as a new CRITICAL job on ``sys.job.submit``
 (the normal submit path then schedules it). Where it stops early, nothing is
@@ -47,50 +35,35 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
+from cordum.scheduler.compensation import (
+    WORKFLOW_LABEL,
+    InvalidCompensation,
+    belongs_to,
+    compensation_template,
+    is_compensation_job,
+    mark_compensation,
+    tenant_claims,
+    workflow_id_of,
+)
+from cordum.scheduler.packets import tenant_of
 from cordum.store.errors import StoreError
+from cordum.store.saga import SagaStack
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
-
-    from cordum.safety.client import SafetyVerdict
+    from cordum.scheduler.ports import DurablePublisher, InputSafety
+    from cordum.store.saga import RedisSagaClientProtocol
 
 log = logging.getLogger(__name__)
 
-_LUA = Path(__file__).resolve().parent.parent / "store" / "lua"
-
 SAGA_SENDER = "cordum-scheduler-saga"
-COMPENSATION_LABEL = "saga_compensation"
-IS_COMPENSATION_LABEL = "is_compensation"
-WORKFLOW_LABEL = "saga_workflow_id"
 UNMARSHAL_FAILED = "saga_unmarshal_failed"
 INVALID_COMPENSATION = "saga_invalid_compensation"
 """DLQ code of a template that parses but cannot be dispatched (e.g. no topic)."""
 FOREIGN_COMPENSATION = "saga_foreign_compensation"
 """DLQ code of a template on a tenant's stack that names another tenant."""
-
-
-def saga_key(tenant: str, workflow_id: str, part: str) -> str:
-    """``saga:<tenant>:<workflowID>:<part>``, the one place the key is spelled."""
-    # The tenant cannot hold a ':' (nor a bare '%'), so the key splits one way
-    # only: tenant "a:b" with workflow "c" must not land on tenant "a"'s "b:c".
-    escaped = tenant.replace("%", "%25").replace(":", "%3A")
-    return f"saga:{escaped}:{workflow_id}:{part}"
-
-
-def stack_key(tenant: str, workflow_id: str) -> str:
-    return saga_key(tenant, workflow_id, "stack")
-
-
-def lock_key(tenant: str, workflow_id: str) -> str:
-    return saga_key(tenant, workflow_id, "lock")
-
-
-def recorded_key(tenant: str, workflow_id: str) -> str:
-    return saga_key(tenant, workflow_id, "recorded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +97,6 @@ class SagaPolicy:
             raise ValueError("lock_ttl_s leaves no time for a single step")
 
 
-class InvalidCompensation(ValueError):
-    """The request's compensation cannot become a job (no topic, or it names another
-    tenant); retrying will not help."""
-
-    retryable = False
-
-
 class CompensationPublishError(RuntimeError):
     """A compensation job could not be published; the rollback stopped.
 
@@ -147,31 +113,6 @@ class CompensationPublishError(RuntimeError):
         self.tenant = report.tenant
         self.workflow_id = report.workflow_id
         self.report = report
-
-
-class RedisSagaClientProtocol(Protocol):
-    """The part of ``redis.asyncio.Redis`` the saga uses."""
-
-    def register_script(self, script: str) -> Any: ...
-    def set(self, name: str, value: str, *, nx: bool = ..., ex: int | None = ...
-            ) -> Awaitable[Any]: ...
-    def lpop(self, name: str) -> Awaitable[Any]: ...
-    def llen(self, name: str) -> Awaitable[Any]: ...
-    def delete(self, *names: str) -> Awaitable[Any]: ...
-
-
-class CompensationPublisher(Protocol):
-    """Where compensation jobs and broken-entry notices go (``NatsPublisher``)."""
-
-    async def publish_durable(self, subject: str, msg: protocol.BusPacket, *,
-                              msg_id: str) -> None: ...
-    async def publish(self, subject: str, msg: protocol.BusPacket) -> None: ...
-
-
-class CompensationChecker(Protocol):
-    """The dispatch-time policy check (``SafetyClient``)."""
-
-    async def check(self, req: protocol.JobRequest, tenant: str) -> SafetyVerdict: ...
 
 
 @dataclass(slots=True)
@@ -213,130 +154,21 @@ class RollbackReport:
         }
 
 
-def workflow_id_of(req: protocol.JobRequest) -> str:
-    """The request's workflow: its own ``workflow_id`` field only.
-
-    Cordum also reads ``labels["workflow_id"]``; a label is whatever the client
-    wrote, and must not make a job a step of a saga."""
-    return req.workflow_id.strip()
-
-
-def is_compensation_job(req: protocol.JobRequest) -> bool:
-    """A compensation job never records a compensation of its own."""
-    for values in (req.labels, req.env):
-        flag = values.get(COMPENSATION_LABEL, "").strip()
-        if flag and flag != "false":
-            return True
-    return False
-
-
-def compensation_idempotency_key(base: protocol.JobRequest) -> str:
-    """``"saga:" + hex(sha256(seed)[:16])``, seed = workflow|job|topic|capability|step
-    with empty ends trimmed; deterministic, so a re-recorded step gets the same key."""
-    comp = base.compensation
-    capability = comp.meta.capability.strip() or base.meta.capability.strip()
-    step = str(base.step_index) if base.step_index != 0 else ""
-    seed = "|".join([base.workflow_id.strip(), base.job_id.strip(), comp.topic.strip(),
-                     capability, step]).strip("|")
-    if not seed:
-        return ""
-    return "saga:" + hashlib.sha256(seed.encode()).digest()[:16].hex()
-
-
-def _merge_meta(out: Any, override: Any) -> None:
-    # Field-wise: a non-empty override wins, lists are replaced, labels merged.
-    for name in ("tenant_id", "actor_id", "idempotency_key", "capability", "pack_id"):
-        value = getattr(override, name)
-        if value:
-            setattr(out, name, value)
-    if override.actor_type:
-        out.actor_type = override.actor_type
-    for name in ("risk_tags", "requires"):
-        values = getattr(override, name)
-        if values:
-            target = getattr(out, name)
-            del target[:]
-            target.extend(values)
-    out.labels.update(override.labels)
-
-
-def compensation_template(base: protocol.JobRequest) -> protocol.JobRequest | None:
-    """The undo job of ``base`` as stored on the stack; None when it has none.
-
-    A clone of the step with its compensation's non-empty fields laid over it;
-    it gets its own job id only when dispatched. Raises
-    :class:`InvalidCompensation` when the compensation names no topic.
-    """
-    if not base.HasField("compensation"):
-        return None
-    comp = base.compensation
-    topic = comp.topic.strip()
-    if not topic:
-        raise InvalidCompensation("compensation topic required")
-    req = protocol.JobRequest()
-    req.CopyFrom(base)
-    req.ClearField("compensation")
-    req.job_id = ""
-    req.parent_job_id = base.job_id
-    req.workflow_id = base.workflow_id
-    req.topic = topic
-    for name in ("context_ptr", "adapter_id", "memory_id", "tenant_id", "principal_id"):
-        value = getattr(comp, name)
-        if value:
-            setattr(req, name, value)
-    for name in ("context_hints", "budget"):
-        if comp.HasField(name):
-            getattr(req, name).CopyFrom(getattr(comp, name))
-    if comp.HasField("meta"):
-        _merge_meta(req.meta, comp.meta)
-    req.env.update(comp.env)
-    req.labels.update(comp.labels)
-    if not comp.meta.idempotency_key.strip():
-        key = compensation_idempotency_key(base)
-        if key:
-            req.meta.idempotency_key = key
-    # Whatever priority the step or its compensation asked for, an undo step
-    # jumps the queue: it repairs state that other work may depend on.
-    req.priority = protocol.JobPriority.JOB_PRIORITY_CRITICAL
-    return req
-
-
-def _tenant(req: protocol.JobRequest) -> str:
-    # Cordum's ExtractTenant: tenant_id, else env["tenant_id"], else "default".
-    return req.tenant_id or req.env.get("tenant_id", "") or "default"
-
-
-def _tenant_claims(req: protocol.JobRequest) -> set[str]:
-    """Every tenant the request names (the engine, the kernel and workers each
-    read one of these)."""
-    return {req.tenant_id, req.env.get("tenant_id", ""), req.meta.tenant_id} - {""}
-
-
-def belongs_to(req: protocol.JobRequest, tenant: str) -> bool:
-    """True when the template is a job of ``tenant`` and names no other tenant."""
-    return req.tenant_id == tenant and _tenant_claims(req) == {tenant}
-
-
-def _bytes(value: Any) -> bytes:
-    return value if isinstance(value, bytes) else str(value).encode()
-
-
 class Saga:
     """Records compensation templates and rolls a failed workflow back."""
 
     def __init__(
         self,
         redis: RedisSagaClientProtocol,
-        publisher: CompensationPublisher,
+        publisher: DurablePublisher,
         *,
-        safety: CompensationChecker | None = None,
+        safety: InputSafety | None = None,
         policy: SagaPolicy | None = None,
     ) -> None:
-        self._redis = redis
         self._publisher = publisher
         self._safety = safety
         self.policy = policy or SagaPolicy()
-        self._push = redis.register_script((_LUA / "saga_push.lua").read_text())
+        self._stack = SagaStack(redis, timeout_s=self.policy.store_timeout_s)
 
     # ------------------------------------------------------------ record
 
@@ -356,11 +188,11 @@ class Saga:
         workflow_id = workflow_id.strip() or workflow_id_of(req)
         if not workflow_id:
             return False
-        tenant = tenant or _tenant(req)
+        tenant = tenant or tenant_of(req)
         template = compensation_template(req)
         if template is None:
             return False
-        foreign = _tenant_claims(template) - {tenant}
+        foreign = tenant_claims(template) - {tenant}
         if foreign:
             raise InvalidCompensation(
                 f"compensation of {req.job_id} names tenant {sorted(foreign)[0]!r}, "
@@ -368,10 +200,8 @@ class Saga:
         template.tenant_id = tenant
         data = template.SerializeToString(deterministic=True)
         step_id = req.job_id.strip() or hashlib.sha256(data).hexdigest()
-        pushed = await self._store(
-            f"record compensation of {workflow_id} (tenant {tenant})",
-            self._push(keys=[stack_key(tenant, workflow_id), recorded_key(tenant, workflow_id)],
-                       args=[data, self.policy.stack_ttl_s, step_id]))
+        pushed = await self._stack.push(tenant, workflow_id, data,
+                                        ttl_s=self.policy.stack_ttl_s, step_id=step_id)
         if not pushed:
             log.info("compensation of %s in workflow %s (tenant %s) was recorded already",
                      step_id, workflow_id, tenant)
@@ -394,10 +224,7 @@ class Saga:
         if not tenant or not workflow_id:
             return report
         policy = self.policy
-        lock = lock_key(tenant, workflow_id)
-        got = await self._store(f"saga lock {lock}",
-                                self._redis.set(lock, "1", nx=True, ex=policy.lock_ttl_s))
-        if not got:
+        if not await self._stack.try_lock(tenant, workflow_id, ttl_s=policy.lock_ttl_s):
             log.info("rollback of %s (tenant %s) already in progress", workflow_id, tenant)
             report.acquired = False
             return report
@@ -407,7 +234,7 @@ class Saga:
             await self._drain(report, end)
         finally:
             try:
-                await self._store(f"saga unlock {lock}", self._redis.delete(lock))
+                await self._stack.unlock(tenant, workflow_id)
             except StoreError as exc:
                 log.warning("%s (the lock expires by itself)", exc)
         if report.dispatched or report.denied or report.broken or report.stopped:
@@ -415,19 +242,17 @@ class Saga:
         return report
 
     async def _drain(self, report: RollbackReport, end: float) -> None:
-        key = stack_key(report.tenant, report.workflow_id)
+        tenant, workflow_id = report.tenant, report.workflow_id
         while True:
             if end - time.monotonic() < self.policy.min_step_s:
                 report.stopped = "deadline"
-                report.remaining = int(await self._store(f"length of {key}",
-                                                         self._redis.llen(key)))
+                report.remaining = await self._stack.length(tenant, workflow_id)
                 if report.remaining == 0:
                     report.stopped = ""
                 return
-            raw = await self._store(f"pop {key}", self._redis.lpop(key))
-            if raw is None:
+            data = await self._stack.pop(tenant, workflow_id)
+            if data is None:
                 return
-            data = _bytes(raw)
             req = protocol.JobRequest()
             try:
                 req.ParseFromString(data)
@@ -442,7 +267,7 @@ class Saga:
                 # otherwise was written by something else and is never published.
                 await self._report_broken(
                     report, data, FOREIGN_COMPENSATION,
-                    f"compensation names tenant(s) {sorted(_tenant_claims(req))}, "
+                    f"compensation names tenant(s) {sorted(tenant_claims(req))}, "
                     f"not {report.tenant!r}", "saga-foreign-", end)
                 report.broken += 1
                 continue
@@ -459,10 +284,7 @@ class Saga:
         req.topic = topic
         req.job_id = f"comp-{uuid.uuid4()}"
         req.priority = protocol.JobPriority.JOB_PRIORITY_CRITICAL
-        for values in (req.labels, req.env):
-            values[COMPENSATION_LABEL] = "true"
-            values[IS_COMPENSATION_LABEL] = "true"
-            values[WORKFLOW_LABEL] = workflow_id
+        mark_compensation(req, workflow_id)
         try:
             # Workers drop what fails this check, with only a log line: report it here.
             protocol.validate_job_request(req)
@@ -501,7 +323,7 @@ class Saga:
         from cordum.safety.client import Decision
 
         try:
-            verdict = await asyncio.wait_for(self._safety.check(req, _tenant(req)),
+            verdict = await asyncio.wait_for(self._safety.check(req, tenant_of(req)),
                                              self._bound(self.policy.safety_timeout_s, end))
         except Exception as exc:
             log.warning("safety check of compensation %s failed, dispatching: %s",
@@ -517,12 +339,9 @@ class Saga:
         return False
 
     async def _push_back(self, report: RollbackReport, data: bytes) -> None:
-        stack = stack_key(report.tenant, report.workflow_id)
         try:
-            await self._store(f"push back onto {stack}",
-                              self._push(keys=[stack, recorded_key(report.tenant,
-                                                                   report.workflow_id)],
-                                         args=[data, self.policy.stack_ttl_s, ""]))
+            await self._stack.push(report.tenant, report.workflow_id, data,
+                                   ttl_s=self.policy.stack_ttl_s)
         except StoreError as exc:
             # The last copy of the entry is in this log line.
             log.error("compensation of workflow %s (tenant %s) lost: %s; entry (base64) %s",
@@ -530,8 +349,7 @@ class Saga:
 
     async def _remaining(self, report: RollbackReport) -> int:
         try:
-            key = stack_key(report.tenant, report.workflow_id)
-            return int(await self._store(f"length of {key}", self._redis.llen(key)))
+            return await self._stack.length(report.tenant, report.workflow_id)
         except StoreError:
             return -1
 
@@ -561,12 +379,6 @@ class Saga:
 
     def _bound(self, timeout_s: float, end: float) -> float:
         return max(0.001, min(timeout_s, end - time.monotonic()))
-
-    async def _store(self, what: str, call: Awaitable[Any]) -> Any:
-        try:
-            return await asyncio.wait_for(call, self.policy.store_timeout_s)
-        except Exception as exc:
-            raise StoreError(f"{what}: {exc}") from exc
 
 
 @lru_cache(maxsize=1)

@@ -22,6 +22,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from cordum.scheduler.ports import RollbackTrigger
     from cordum.scheduler.saga import RollbackReport
 
 log = logging.getLogger(__name__)
@@ -46,15 +47,6 @@ class SagaRollback(Protocol):
 
     async def rollback(self, tenant: str, workflow_id: str, *,
                        deadline: float | None = None) -> RollbackReport: ...
-
-
-class RollbackTrigger(Protocol):
-    """Starts the rollback of a tenant's workflow whose step failed fatally."""
-
-    async def trigger(self, tenant: str, workflow_id: str) -> None:
-        """Return once the rollback is handed off (or done); raise
-        :class:`RollbackTriggerError` when it was not."""
-        ...
 
 
 @cache

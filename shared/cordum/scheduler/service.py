@@ -8,6 +8,7 @@ from typing import Any
 from cordum import runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import Settings, load_pools, settings
+from cordum.registry.reader import SnapshotReader
 from cordum.safety.breaker import OUTPUT_BREAKER_KEY, CircuitBreaker
 from cordum.safety.client import SafetyClient, payload_reader_for
 from cordum.safety.failmode import FailMode, input_fail_mode, output_fail_mode
@@ -15,7 +16,6 @@ from cordum.safety.output_client import OutputPolicyClient
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.output_check import OutputChecker
-from cordum.scheduler.registry import SnapshotRegistry
 from cordum.scheduler.saga import default_saga
 from cordum.scheduler.saga_trigger import default_rollback_trigger
 from cordum.scheduler.strategy import LeastLoadedStrategy
@@ -25,13 +25,16 @@ from cordum.store.locks import JobLocks
 
 
 @lru_cache(maxsize=1)
-def default_engine() -> Engine:
+def default_engine(*, snapshot_key: str | None = None) -> Engine:
+    """The engine as the functions wire it; ``snapshot_key`` reads another worker
+    snapshot than the stack's (a benchmark's own)."""
     cfg = settings()
     redis = runtime.redis_client(cfg)
     saga = default_saga()
     return Engine(
         store=JobStore(redis),
-        registry=SnapshotRegistry(redis),
+        registry=SnapshotReader(redis) if snapshot_key is None
+        else SnapshotReader(redis, key=snapshot_key),
         strategy=LeastLoadedStrategy(load_pools(cfg.config_dir)),
         safety=SafetyClient(cfg.safety_kernel_addr, cfg.safety_timeout_s,
                             breaker=CircuitBreaker(redis),

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cordum.protocol import direct_subject
+from cordum.registry.workers import WorkerSnapshot, load_order
 from cordum.scheduler.errors import NoWorkers, RetryAfter
-from cordum.scheduler.registry import WorkerSnapshot, load_order
 
 if TYPE_CHECKING:
     from cordum.config import PoolsConfig
     from cordum.protocol import JobRequest
-    from cordum.scheduler.registry import WorkerInfo
+    from cordum.registry.workers import WorkerInfo
 
 RETRY_NO_WORKERS_S = 2.0
 """Cordum's retryDelayNoWorkers; the engine replaces it with its backoff delay."""
@@ -253,6 +253,18 @@ def select_from_snapshot(
     if candidates:
         raise PoolOverloaded(topic, pool_names, candidates)
     raise NoEligibleWorkers(topic, pool_names)
+
+
+def pick_worker(workers: list[WorkerInfo], pools: list[str]) -> WorkerInfo | None:
+    """The least-loaded worker of ``pools`` (overloaded ones skipped), or None.
+
+    Kept for callers that resolve pools themselves; ``LeastLoadedStrategy.pick``
+    also applies preferred pool/worker, requires, placement labels and readiness.
+    """
+    try:
+        return select_least_loaded(workers, pools, topic="")
+    except (NoWorkers, PoolOverloaded):
+        return None
 
 
 class LeastLoadedStrategy:

@@ -91,7 +91,7 @@ def _new_token() -> str:
     return str(uuid.uuid4())
 
 
-class _LockScripts:
+class LockScripts:
     """Acquire, renew and release on one Redis client; the scripts are registered once."""
 
     def __init__(self, redis: RedisLockClientProtocol) -> None:
@@ -137,7 +137,7 @@ class Lease:
     more failures. A lost lease is not released; its key is left to its TTL.
     """
 
-    def __init__(self, scripts: _LockScripts, key: str, token: str, policy: LockPolicy) -> None:
+    def __init__(self, scripts: LockScripts, key: str, token: str, policy: LockPolicy) -> None:
         self.key = key
         self.token = token
         self.fence = asyncio.Event()
@@ -216,7 +216,7 @@ class JobLocks:
     """Per-job locks ``cordum:scheduler:job:<id>`` (Cordum's withJobLock)."""
 
     def __init__(self, redis: RedisLockClientProtocol, policy: LockPolicy | None = None) -> None:
-        self._scripts = _LockScripts(redis)
+        self._scripts = LockScripts(redis)
         self.policy = policy or LockPolicy()
 
     async def acquire(self, job_id: str, *, deadline: float | None = None,
@@ -284,7 +284,7 @@ class TtlHoldLock:
     def __init__(self, redis: RedisLockClientProtocol, key: str, ttl_s: float) -> None:
         if ttl_s <= 0:
             raise ValueError("ttl_s must be > 0")
-        self._scripts = _LockScripts(redis)
+        self._scripts = LockScripts(redis)
         self.key = key
         self.ttl_s = ttl_s
 

@@ -12,6 +12,13 @@ from __future__ import annotations
 from cordum import protocol
 
 REDACTED_SUFFIX = ":redacted"
+DECISION_TTL_S = 7 * 24 * 3600
+"""How long a job's output decision is kept (as long as its meta)."""
+
+
+def decision_key(job_id: str) -> str:
+    """``job:<id>:output_decision``: the output policy's decision (Cordum's key)."""
+    return f"job:{job_id}:output_decision"
 
 
 def result_pointer(job_id: str) -> str:

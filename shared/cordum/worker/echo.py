@@ -4,29 +4,20 @@
 (queue group = topic, as the SDK subscribes) and on ``worker.<id>.jobs``, reads
 the job's context JSON behind ``redis://ctx:<id>``, stores
 ``{"echo": <context>, "worker_id", "job_id"}`` at ``res:<id>`` and publishes the
-JobResult on ``sys.job.result``. It heartbeats on ``sys.heartbeat`` every 5 s.
-
-Labels steer it for tests: ``echo.sleep_ms`` delays the result, ``echo.fail``
-(``fatal`` | ``retryable``) returns FAILED_FATAL / FAILED_RETRYABLE.
+JobResult on ``sys.job.result`` (``cordum.worker.echo_job``). It heartbeats on
+``sys.heartbeat`` every 5 s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
-import secrets
 import signal
-import socket
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
+from cordum import runtime
 from cordum.config import ConfigError
-from cordum.logs import parse_level
 from cordum.protocol import (
     PROTOCOL_VERSION,
     SUBJECT_HEARTBEAT,
@@ -39,12 +30,11 @@ from cordum.protocol import (
     JobStatus,
     decode,
     direct_subject,
-    key_from_pointer,
     packet,
-    pointer,
-    result_key,
     validate_job_request,
 )
+from cordum.worker.echo_job import echo, failed
+from cordum.worker.settings import EchoWorkerSettings, load_worker_settings
 
 if TYPE_CHECKING:
     import nats.aio.client
@@ -56,80 +46,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cordum.worker.echo")
 
-ENV_WORKER_ID = "WORKER_ID"
-ENV_WORKER_POOL = "WORKER_POOL"
-ENV_WORKER_TOPICS = "WORKER_TOPICS"
-ENV_WORKER_MAX_PARALLEL = "WORKER_MAX_PARALLEL"
-ENV_LOG_LEVEL = "LOG_LEVEL"
-
-LABEL_SLEEP_MS = "echo.sleep_ms"
-LABEL_FAIL = "echo.fail"
-
-ERROR_INVALID_INPUT = "invalid_input"
-RESULT_TTL_S = 86_400
 STOP_TIMEOUT_S = 8.0
 """Jobs in flight get this long to finish after SIGTERM; the rest are abandoned unanswered."""
-
-_ERROR_CODE_JOB_INVALID_INPUT = 203  # ErrorCode.ERROR_CODE_JOB_INVALID_INPUT
-
-
-def default_worker_id() -> str:
-    # The id becomes one token of a NATS subject: no dots, spaces or wildcards.
-    host = "".join(c if c.isalnum() or c in "-_" else "-" for c in socket.gethostname())
-    return f"echo-{host}-{secrets.token_hex(2)}"
-
-
-class EchoWorkerSettings(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    worker_id: str = Field(default_factory=default_worker_id, min_length=1)
-    pool: str = "default"
-    topics: tuple[str, ...] = ("job.default", "job.echo")
-    max_parallel: int = Field(default=4, ge=1)
-    heartbeat_interval_s: float = Field(default=5.0, gt=0)
-    log_level: str = "INFO"
-
-    @field_validator("worker_id")
-    @classmethod
-    def _subject_token(cls, v: str) -> str:
-        if any(c.isspace() or c in "*>" for c in v):
-            raise ValueError("must not contain spaces or the NATS wildcards * and >")
-        return v
-
-    @field_validator("topics", mode="before")
-    @classmethod
-    def _topic_list(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            return tuple(t.strip() for t in v.split(",") if t.strip())
-        return v
-
-    @field_validator("log_level")
-    @classmethod
-    def _level(cls, v: str) -> str:
-        return parse_level(v)
-
-
-_ENV = {
-    "worker_id": ENV_WORKER_ID,
-    "pool": ENV_WORKER_POOL,
-    "topics": ENV_WORKER_TOPICS,
-    "max_parallel": ENV_WORKER_MAX_PARALLEL,
-    "log_level": ENV_LOG_LEVEL,
-}
-
-
-def load_worker_settings(
-    env: Mapping[str, str] | None = None, **overrides: Any
-) -> EchoWorkerSettings:
-    env = os.environ if env is None else env
-    values: dict[str, Any] = {f: env[v] for f, v in _ENV.items() if env.get(v)}
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return EchoWorkerSettings(**values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        name = str(first["loc"][0]) if first["loc"] else "?"
-        raise ConfigError(f"{_ENV.get(name, name)}: {first['msg']}") from exc
 
 
 class _CpuMeter:
@@ -159,26 +77,6 @@ class _CpuMeter:
         return self._last
 
 
-def _failed(req: JobRequest, status: int, code: str, message: str, *, enum: int = 0) -> JobResult:
-    return JobResult(
-        job_id=req.job_id,
-        status=status,
-        error_code=code,
-        error_message=message,
-        error_code_enum=enum,
-    )
-
-
-def _invalid_input(req: JobRequest, message: str) -> JobResult:
-    return _failed(
-        req,
-        JobStatus.JOB_STATUS_FAILED,
-        ERROR_INVALID_INPUT,
-        message,
-        enum=_ERROR_CODE_JOB_INVALID_INPUT,
-    )
-
-
 class EchoWorker:
     """One echo worker: its NATS connection, Redis client, subscriptions and jobs."""
 
@@ -206,7 +104,6 @@ class EchoWorker:
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        import nats
         import redis.asyncio as aioredis
 
         self._redis = aioredis.Redis.from_url(
@@ -215,17 +112,8 @@ class EchoWorker:
             socket_connect_timeout=self._settings.store_timeout_s,
         )
 
-        async def on_error(exc: Exception) -> None:
-            log.error("nats: %s: %s", type(exc).__name__, exc)
-
-        self._nc = await nats.connect(
-            servers=[u.strip() for u in self._settings.nats_url.split(",")],
-            name=self.worker_id,
-            error_cb=on_error,
-            connect_timeout=self._settings.publish_timeout_s,
-            allow_reconnect=True,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=1,
+        self._nc = await runtime.connect_nats(
+            self._settings, name=self.worker_id, reconnect=runtime.SERVICE_RECONNECT
         )
         for topic in self.cfg.topics:
             self._subs.append(await self._nc.subscribe(topic, queue=topic, cb=self._on_message))
@@ -352,7 +240,7 @@ class EchoWorker:
                 result = await self.execute(req)
             except Exception as exc:
                 log.error("job %s: handler failed: %s: %s", req.job_id, type(exc).__name__, exc)
-                result = _failed(req, JobStatus.JOB_STATUS_FAILED, "handler_failed", str(exc))
+                result = failed(req, JobStatus.JOB_STATUS_FAILED, "handler_failed", str(exc))
             result.worker_id = self.worker_id
             result.execution_ms = int((time.monotonic() - started) * 1000)
             await self._publish_result(source, result)
@@ -374,67 +262,7 @@ class EchoWorker:
     async def execute(self, req: JobRequest) -> JobResult:
         """Echo the job's context back as its result."""
         assert self._redis is not None
-        labels = req.labels
-        if LABEL_SLEEP_MS in labels:
-            try:
-                sleep_ms = int(labels[LABEL_SLEEP_MS])
-                if sleep_ms < 0:
-                    raise ValueError("negative")
-            except ValueError:
-                return _invalid_input(
-                    req, f"label {LABEL_SLEEP_MS}={labels[LABEL_SLEEP_MS]!r} is not an integer >= 0"
-                )
-            await asyncio.sleep(sleep_ms / 1000)
-        fail = labels.get(LABEL_FAIL, "")
-        if fail == "fatal":
-            return _failed(
-                req, JobStatus.JOB_STATUS_FAILED_FATAL, "echo_fail", "fatal failure requested"
-            )
-        if fail == "retryable":
-            return _failed(
-                req,
-                JobStatus.JOB_STATUS_FAILED_RETRYABLE,
-                "echo_fail",
-                "retryable failure requested",
-            )
-        if fail:
-            return _invalid_input(req, f"label {LABEL_FAIL}={fail!r}: want fatal or retryable")
-
-        if not req.context_ptr:
-            return _invalid_input(req, "context_ptr is empty")
-        key = key_from_pointer(req.context_ptr)
-        try:
-            raw = await self._redis.get(key)
-        except Exception as exc:
-            return _failed(
-                req,
-                JobStatus.JOB_STATUS_FAILED_RETRYABLE,
-                "context_unavailable",
-                f"reading {key}: {type(exc).__name__}: {exc}",
-            )
-        if raw is None:
-            return _invalid_input(req, f"context {key} not found")
-        try:
-            context = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return _invalid_input(req, f"context {key} is not JSON: {exc}")
-
-        body = json.dumps({"echo": context, "worker_id": self.worker_id, "job_id": req.job_id})
-        res_key = result_key(req.job_id)
-        try:
-            await self._redis.set(res_key, body, ex=RESULT_TTL_S)
-        except Exception as exc:
-            return _failed(
-                req,
-                JobStatus.JOB_STATUS_FAILED_RETRYABLE,
-                "result_store_failed",
-                f"writing {res_key}: {type(exc).__name__}: {exc}",
-            )
-        return JobResult(
-            job_id=req.job_id,
-            status=JobStatus.JOB_STATUS_SUCCEEDED,
-            result_ptr=pointer(res_key),
-        )
+        return await echo(req, self._redis, self.worker_id)
 
 
 def configure_logging(level: str) -> None:

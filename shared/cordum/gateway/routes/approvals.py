@@ -8,13 +8,11 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from cordum import runtime
 from cordum.config import settings
 from cordum.gateway import deps
-from cordum.gateway.approvals import (
-    ApprovalDecisionRequest,
-    ApprovalService,
-    KernelSnapshots,
-    invocation_deadline,
-)
+from cordum.gateway.approvals import ApprovalService
 from cordum.gateway.http import json_body, json_response, limit, principal, query, require_role
+from cordum.gateway.locking import locked_work_deadline
+from cordum.gateway.models import ApprovalDecisionRequest
+from cordum.safety.snapshots import KernelSnapshots
 from cordum.store.jobs import JobStore
 
 router = Router()
@@ -42,7 +40,7 @@ def approve_job(job_id: str) -> Response:
     who = principal(router.current_event)
     require_role(who)
     body = ApprovalDecisionRequest.model_validate(json_body(router.current_event))
-    deadline = invocation_deadline(router.lambda_context)
+    deadline = locked_work_deadline(router.lambda_context)
     answer = runtime.run(service().approve(who, job_id, body, deadline))
     return json_response(200, answer, {"X-Trace-Id": answer["trace_id"]})
 
@@ -52,5 +50,5 @@ def reject_job(job_id: str) -> Response:
     who = principal(router.current_event)
     require_role(who)
     body = ApprovalDecisionRequest.model_validate(json_body(router.current_event))
-    deadline = invocation_deadline(router.lambda_context)
+    deadline = locked_work_deadline(router.lambda_context)
     return json_response(200, runtime.run(service().reject(who, job_id, body, deadline)))

@@ -8,9 +8,9 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from cordum import runtime
 from cordum.gateway import deps
-from cordum.gateway.approvals import invocation_deadline
 from cordum.gateway.dlq import DlqService
 from cordum.gateway.http import json_response, limit, principal, query, require_role
+from cordum.gateway.locking import locked_work_deadline
 from cordum.store.jobs import JobStore
 
 router = Router()
@@ -52,6 +52,6 @@ def delete_dlq_entry(job_id: str) -> Response:
 def retry_dlq_entry(job_id: str) -> Response:
     who = principal(router.current_event)
     require_role(who)
-    deadline = invocation_deadline(router.lambda_context)
+    deadline = locked_work_deadline(router.lambda_context)
     new_id = runtime.run(service().retry(who, job_id, deadline))
     return json_response(200, {"job_id": new_id})

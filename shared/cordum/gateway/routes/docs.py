@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from cordum.gateway.paths import DOCS_PATH, DOCUMENT_PATH
+
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
-
-DOCUMENT_PATH = "/api/v1/openapi.json"
-DOCS_PATH = "/api/v1/docs"
 
 router = Router()
 

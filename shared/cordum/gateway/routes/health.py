@@ -16,7 +16,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from cordum import runtime
 from cordum.config import settings
-from cordum.gateway import queries
+from cordum.gateway import system
 from cordum.gateway.http import json_response, principal
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ OK = "ok"
 UNAVAILABLE = "unavailable"
 
 
-def health_body(reach: queries.Connectivity) -> tuple[int, dict[str, Any]]:
+def health_body(reach: system.Connectivity) -> tuple[int, dict[str, Any]]:
     parts = {"redis": UNAVAILABLE if reach.redis_error else OK,
              "nats": UNAVAILABLE if reach.nats_error else OK}
     if reach.healthy:
@@ -42,7 +42,7 @@ def health_body(reach: queries.Connectivity) -> tuple[int, dict[str, Any]]:
 
 
 def _answer() -> Response:
-    reach = runtime.run(queries.connectivity(settings()))
+    reach = runtime.run(system.connectivity(settings()))
     status, body = health_body(reach)
     if status != 200:
         log.warning("unhealthy: redis: %s; nats: %s", reach.redis_error or OK,

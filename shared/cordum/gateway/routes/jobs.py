@@ -7,7 +7,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from cordum import runtime
 from cordum.gateway import deps
-from cordum.gateway.errors import ApiError
+from cordum.gateway.errors import InvalidRequest, PayloadTooLarge
 from cordum.gateway.http import headers, json_body, json_response, principal, require_role
 from cordum.gateway.models import (
     MAX_BODY_BYTES_ENV,
@@ -28,13 +28,12 @@ def submit_job() -> Response:
     require_role(who, *SUBMIT_ROLES)
     limit = max_body_bytes()
     if len((event.body or "").encode()) > limit:
-        raise ApiError(413, f"request body larger than {limit} bytes ({MAX_BODY_BYTES_ENV})",
-                       "payload_too_large")
+        raise PayloadTooLarge(f"request body larger than {limit} bytes ({MAX_BODY_BYTES_ENV})")
     body = SubmitJobRequest.model_validate(json_body(event))
     key = hdrs.get("idempotency-key", "").strip()
     problem = idempotency_key_error(key)
     if problem:
-        raise ApiError(400, f"Idempotency-Key: {problem}", "invalid_request")
+        raise InvalidRequest(f"Idempotency-Key: {problem}")
     submitted = runtime.run(deps.jobs().submit(who, body, idempotency_key=key))
     trace = {"X-Trace-Id": submitted.trace_id} if submitted.trace_id else {}
     if submitted.approval_required:

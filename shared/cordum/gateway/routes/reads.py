@@ -1,45 +1,31 @@
 """GET /api/v1/jobs, GET /api/v1/jobs/{id}/decisions, GET /api/v1/workers, GET /api/v1/status.
 
-Read-only views of the caller's tenant; the work is in ``cordum.gateway.queries``.
+Read-only views of the caller's tenant; the work is in ``cordum.gateway.queries`` (jobs)
+and ``cordum.gateway.system`` (workers, status).
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from cordum import runtime
 from cordum.config import settings
-from cordum.gateway import deps, queries, views
-from cordum.gateway.errors import ApiError
+from cordum.gateway import deps, queries, system, views
+from cordum.gateway.errors import Forbidden, InvalidRequest, NotFound
 from cordum.gateway.http import ADMIN, json_response, limit, principal, query, require_role
-from cordum.store.errors import StoreError
+from cordum.gateway.paging import Position
 from cordum.store.jobs import JobState
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
-
     from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
     from cordum.gateway.auth import Principal
 
-T = TypeVar("T")
-
 router = Router()
-
-
-def _read(coro: Coroutine[Any, Any, T]) -> T:
-    try:
-        return runtime.run(coro)
-    except StoreError as exc:
-        raise ApiError(503, "store unavailable", "store_unavailable") from exc
-
-
-def _invalid(message: str) -> ApiError:
-    return ApiError(400, message, "invalid_request")
 
 
 def _time(event: BaseProxyEvent, name: str) -> int | None:
@@ -49,16 +35,16 @@ def _time(event: BaseProxyEvent, name: str) -> int | None:
     try:
         return queries.parse_time_us(raw)
     except ValueError:
-        raise _invalid(f"{name} must be an RFC 3339 time or an epoch number") from None
+        raise InvalidRequest(f"{name} must be an RFC 3339 time or an epoch number") from None
 
 
 def _job_filter(event: BaseProxyEvent, who: Principal) -> queries.JobFilter:
     tenant = query(event, "tenant")
     if tenant and tenant != who.tenant:
-        raise ApiError(403, "tenant access denied")
+        raise Forbidden("tenant access denied")
     state = query(event, "state").strip().upper()
     if state and state not in JobState.__members__:
-        raise _invalid(f"state must be one of {', '.join(JobState)}")
+        raise InvalidRequest(f"state must be one of {', '.join(JobState)}")
     return queries.JobFilter(
         tenant=who.tenant,
         state=state,
@@ -70,14 +56,14 @@ def _job_filter(event: BaseProxyEvent, who: Principal) -> queries.JobFilter:
     )
 
 
-def _cursor(event: BaseProxyEvent) -> queries.Position | None:
+def _cursor(event: BaseProxyEvent) -> Position | None:
     raw = query(event, "cursor")
     if not raw:
         return None
     try:
-        return queries.Position.decode(raw)
+        return Position.decode(raw)
     except ValueError:
-        raise _invalid("cursor is not valid") from None
+        raise InvalidRequest("cursor is not valid") from None
 
 
 @router.get("/api/v1/jobs")
@@ -85,25 +71,25 @@ def list_jobs() -> Response:
     event = router.current_event
     who = principal(event)
     flt = _job_filter(event, who)
-    page = _read(queries.list_jobs(deps.redis(), flt, limit(event), _cursor(event)))
+    page = runtime.run(queries.list_jobs(deps.redis(), flt, limit(event), _cursor(event)))
     return json_response(200, {"items": page.items, "next_cursor": page.next_cursor})
 
 
 @router.get("/api/v1/jobs/<job_id>/decisions")
 def job_decisions(job_id: str) -> Response:
     who = principal(router.current_event)
-    meta = _read(queries.decision_meta(deps.redis(), job_id))
+    meta = runtime.run(queries.decision_meta(deps.redis(), job_id))
     if not meta:
-        raise ApiError(404, "job not found")
+        raise NotFound("job not found")
     if meta.get("tenant", "") != who.tenant:
-        raise ApiError(403, "tenant access denied")
+        raise Forbidden("tenant access denied")
     return json_response(200, views.safety_decisions(meta))
 
 
 @router.get("/api/v1/workers")
 def list_workers() -> Response:
     require_role(principal(router.current_event))
-    snapshot = _read(queries.worker_snapshot(deps.redis()))
+    snapshot = runtime.run(system.worker_snapshot(deps.redis()))
     now = time.time()
     items = [views.worker_runtime(w, now)
              for w in sorted(snapshot.workers, key=lambda w: w.worker_id)]
@@ -113,5 +99,5 @@ def list_workers() -> Response:
 @router.get("/api/v1/status")
 def get_status() -> Response:
     who = principal(router.current_event)
-    body = runtime.run(queries.status(deps.redis(), settings(), admin=who.role == ADMIN))
+    body = runtime.run(system.status(deps.redis(), settings(), admin=who.role == ADMIN))
     return json_response(200, body)

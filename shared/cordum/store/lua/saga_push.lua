@@ -7,7 +7,7 @@
 -- Both keys expire ARGV[2] seconds after the last push, so an abandoned workflow's
 -- stack does not live forever.
 -- KEYS[1] saga:<tenant>:<workflowID>:stack   KEYS[2] saga:<tenant>:<workflowID>:recorded
--- (the tenant's own keys: the caller names them, see saga_key in saga.py)
+-- (the tenant's own keys: the caller names them, see saga_key in store/saga.py)
 -- ARGV[1] the entry (proto-binary JobRequest)
 -- ARGV[2] TTL of both keys (s)
 -- ARGV[3] step id to record once ("" = push-back, no check)

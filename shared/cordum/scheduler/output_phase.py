@@ -1,0 +1,161 @@
+"""The output phase of a SUCCEEDED result: the metadata check before its state is
+written, the content check after it, and an async quarantine with its audit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from cordum import protocol, runtime
+from cordum.metrics import METRICS
+from cordum.safety.output_client import CONTENT_TIMEOUT_S
+from cordum.scheduler.errors import RetryAfter
+from cordum.scheduler.output_check import ASYNC_QUARANTINE_CODE
+from cordum.scheduler.packets import tenant_of
+from cordum.store.errors import InvalidTransition, StoreError
+from cordum.store.jobs import JobState
+from cordum.store.results import DECISION_TTL_S, decision_key
+
+if TYPE_CHECKING:
+    from cordum.scheduler.output_check import OutputChecker, OutputVerdict, Prefetched
+    from cordum.scheduler.policy import EnginePolicy
+    from cordum.scheduler.ports import BusPublisher, EnginePorts
+    from cordum.scheduler.transitions import StateWriter
+    from cordum.store.jobs import JobStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputScan:
+    """One result's output checks: what they were asked about and their verdict."""
+
+    job_id: str
+    topic: str
+    tenant: str
+    labels: dict[str, str]
+    result_ptr: str
+    prefetched: Prefetched
+    verdict: OutputVerdict
+
+    @property
+    def request(self) -> protocol.JobRequest | None:
+        return self.prefetched.request  # type: ignore[no-any-return]
+
+    def fields(self) -> dict[str, str]:
+        """The job meta fields that carry the decision (Cordum's ``output_safety``)."""
+        return {"output_safety": self.verdict.record_json(),
+                "output_decision": self.verdict.decision.value}
+
+    def records(self) -> dict[str, tuple[str, int]]:
+        return {decision_key(self.job_id): (self.verdict.record_json(), DECISION_TTL_S)}
+
+
+class OutputPhase:
+    """Runs the output policy checks of a result and applies a late quarantine."""
+
+    def __init__(self, checker: OutputChecker, ports: EnginePorts, writer: StateWriter,
+                 policy: EnginePolicy) -> None:
+        self._checker = checker
+        self._store: JobStore = ports.store
+        self._publisher: BusPublisher = ports.publisher
+        self._writer = writer
+        self._policy = policy
+
+    async def check_metadata(self, res: protocol.JobResult) -> OutputScan:
+        """The metadata check of a SUCCEEDED result, before its state is written."""
+        started = time.monotonic()
+        pre = await self._checker.prefetch(res.job_id, res.result_ptr)
+        req = pre.request
+        topic = (req.topic if req is not None else "") or "unknown"
+        tenant = tenant_of(req) if req is not None else ""
+        labels = dict(req.labels) if req is not None else {}
+        verdict = await self._checker.sync_check(res, topic, tenant, labels=labels,
+                                                 prefetched=pre, record=False)
+        self._metrics(verdict, topic, started)
+        return OutputScan(res.job_id, topic, tenant, labels, res.result_ptr, pre, verdict)
+
+    async def check_content(self, job_id: str, scan: OutputScan) -> None:
+        """The content check of a job now SUCCEEDED (Cordum's async phase)."""
+        started = time.monotonic()
+        timeout = min(CONTENT_TIMEOUT_S,
+                      runtime.time_left(CONTENT_TIMEOUT_S) - self._policy.output_margin_s)
+        if timeout <= 0:
+            # No time left in this invocation: fail as the kernel being slow would.
+            log.warning("job %s: no time left for the output content check", job_id)
+            timeout = 0.001
+        verdict = await self._checker.async_check(
+            job_id, scan.topic, scan.tenant, scan.verdict.result_ptr or scan.result_ptr,
+            labels=scan.labels, timeout_s=timeout, prefetched=scan.prefetched, record=False)
+        self._metrics(verdict, scan.topic, started)
+        done = replace(scan, verdict=verdict)
+        if verdict.quarantine:
+            await self._quarantine(job_id, done)
+            return
+        fields = done.fields()
+        if verdict.result_ptr and verdict.result_ptr != scan.result_ptr:
+            fields["result_ptr"] = verdict.result_ptr
+        try:
+            await self._store.put_records(job_id, fields, done.records())
+        except StoreError as exc:  # the decision stands; only its record is missing
+            log.warning("job %s: output decision not recorded: %s", job_id, exc)
+
+    async def _quarantine(self, job_id: str, scan: OutputScan) -> None:
+        """SUCCEEDED -> OUTPUT_QUARANTINED under the job lock, a bounded number of tries."""
+        verdict = scan.verdict
+        dlq = {"topic": scan.topic, "status": JobState.DENIED.value, "reason": verdict.reason,
+               "reason_code": ASYNC_QUARANTINE_CODE}
+        error = ""
+        for attempt, pause in enumerate((*self._policy.quarantine_retry_s, None)):
+            try:
+                async with self._writer.job_lock(job_id):
+                    # The pointer goes with the state: quarantined output is never served.
+                    result = await self._store.transition(
+                        job_id, [JobState.OUTPUT_QUARANTINED], only_from=(JobState.SUCCEEDED,),
+                        fields={**scan.fields(), "result_ptr": ""}, dlq=dlq,
+                        records=scan.records())
+            except (StoreError, RetryAfter, InvalidTransition) as exc:
+                error = str(exc)
+                log.warning("job %s: async quarantine try %d failed: %s", job_id, attempt + 1,
+                            exc)
+                if pause is not None:
+                    await asyncio.sleep(pause)
+                continue
+            if result.applied:
+                await self.audit(job_id, verdict)
+                await self._writer.publish_dlq(job_id, JobState.DENIED.value, verdict.reason,
+                                               ASYNC_QUARANTINE_CODE)
+            return
+        # The job stays SUCCEEDED: say so loudly, on the DLQ subject operators watch.
+        log.error("job %s: output quarantined by policy but the state was not changed: %s",
+                  job_id, error)
+        await self._writer.publish_dlq(job_id, JobState.FAILED.value,
+                                       f"quarantine_state_failed: {error}", "quarantine_failed")
+
+    async def audit(self, job_id: str, verdict: OutputVerdict) -> None:
+        """The decision on ``sys.audit.output_policy``, best effort."""
+        from cordum.safety.output_policy import OutputDecision
+
+        status = (protocol.JobStatus.JOB_STATUS_SUCCEEDED
+                  if verdict.decision is OutputDecision.REDACT
+                  else protocol.JobStatus.JOB_STATUS_DENIED)
+        progress = protocol.JobProgress(job_id=job_id, step_id="output_policy", percent=100,
+                                        status=status, message=verdict.reason)
+        try:
+            await self._publisher.publish(protocol.SUBJECT_AUDIT_OUTPUT, protocol.packet(
+                trace_id=job_id, sender_id=protocol.SENDER_SCHEDULER, job_progress=progress))
+        except Exception as exc:  # the state and the DLQ entry carry the decision
+            log.error("output audit for %s not published: %s", job_id, exc)
+
+    @staticmethod
+    def _metrics(verdict: OutputVerdict, topic: str, started: float) -> None:
+        METRICS.count("output_policy_checked", topic=topic)
+        if verdict.skipped:
+            METRICS.count("output_policy_skipped", topic=topic)
+        if verdict.quarantine:
+            METRICS.count("output_policy_quarantined", topic=topic)
+        METRICS.observe_ms("output_check_latency", (time.monotonic() - started) * 1000,
+                           topic=topic, phase=verdict.phase)

@@ -1,0 +1,42 @@
+"""Request counters of the API's rate limiter: ``cordum:ratelimit:<key id>:<window index>``.
+
+One counter per credential and fixed window; a counter is read as the
+"previous" one during the next window, then dropped (its TTL is two windows).
+Counting one request and reading the previous window's count is one pipeline.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+from cordum.store.reads import execute
+
+KEY_PREFIX = "cordum:ratelimit:"
+
+
+class RedisPipelineProtocol(Protocol):
+    """The part of ``redis.asyncio.Redis`` the counters use."""
+
+    def pipeline(self, transaction: bool = ...) -> Any: ...
+
+
+def counter_key(key_id: str, window: int) -> str:
+    return f"{KEY_PREFIX}{key_id}:{window}"
+
+
+class RateCounters:
+    def __init__(self, redis: RedisPipelineProtocol) -> None:
+        self._redis = redis
+
+    async def count(self, key_id: str, window: int, window_s: float) -> tuple[int, int]:
+        """Count one request of ``key_id`` in window number ``window`` (``window_s`` long);
+        this window's count so far and the previous window's. StoreError when Redis
+        does not answer."""
+        current_key = counter_key(key_id, window)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.incr(current_key)
+        pipe.pexpire(current_key, math.ceil(2 * window_s * 1000))
+        pipe.get(counter_key(key_id, window - 1))
+        current, _, previous = await execute(pipe)
+        return int(current), int(previous or 0)
