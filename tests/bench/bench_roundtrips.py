@@ -70,7 +70,8 @@ def measure(jobs: int) -> tuple[dict[str, list[int]], list[int]]:
 
     from cordum import config, protocol, runtime
     from cordum.bus.streams import ensure_stream
-    from cordum.safety.kernel import Policy, serve
+    from cordum.safety.kernel import serve
+    from cordum.safety.policy_file import Policy
 
     kernel_addr = f"127.0.0.1:{free_port()}"
     server = serve(kernel_addr, Policy(ROOT / "config" / "safety.yaml"))

@@ -51,6 +51,8 @@ async def fail(b: CircuitBreaker, times: int) -> None:
 
 async def open_and_wait(b: CircuitBreaker) -> None:
     await fail(b, POLICY.fail_threshold)
+    # The open window runs on the Redis clock (replicas agree on it): only waiting
+    # moves it on.
     await asyncio.sleep(OPEN_S + 0.05)
 
 
@@ -137,7 +139,7 @@ def test_a_failed_probe_reopens_for_a_full_window(env):
         # The other probe of the failed round reports late: it no longer counts
         await b.record_success(p2)
         still_open = await b.state()
-        await asyncio.sleep(OPEN_S + 0.05)
+        await asyncio.sleep(OPEN_S + 0.05)  # a full open window, on the Redis clock
         return p1, reopened, rejected, still_open, await b.allow()
 
     p1, reopened, rejected, still_open, next_probe = loop.run_until_complete(scenario())
@@ -157,7 +159,7 @@ def test_a_probe_that_never_reports_frees_its_slot_after_its_lease(env):
     async def scenario():
         await open_and_wait(b)
         taken = [await b.allow() for _ in range(4)]
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(0.25)  # the 0.2 s probe lease runs out, on the Redis clock
         return taken, await b.allow()
 
     taken, after_lease = loop.run_until_complete(scenario())

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import nats
@@ -18,7 +16,6 @@ from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, load_settings
 from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
-from cordum.safety.kernel import Policy, serve
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.errors import RetryAfter, UnparseableRecord
@@ -26,22 +23,7 @@ from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
 from tests.conftest import NATS_URL, REDIS_URL
-
-CONFIG = Path(__file__).resolve().parents[2] / "config"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def kernel_addr():
-    addr = f"127.0.0.1:{free_port()}"
-    server = serve(addr, Policy(CONFIG / "safety.yaml"))
-    yield addr
-    server.stop(grace=0)
+from tests.helpers import eventually, free_port
 
 
 class Harness:
@@ -101,10 +83,10 @@ class Harness:
 
 
 @pytest.fixture
-def harness(unique, kernel_addr):
+def harness(unique, kernel):
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    h = Harness(unique, kernel_addr)
+    h = Harness(unique, kernel)
     yield loop, h
     loop.run_until_complete(h.cleanup())
     from cordum import runtime
@@ -250,20 +232,34 @@ def request_on(h, topic, job_id=None):
                            job_request=req).SerializeToString()
 
 
-async def collect(subject, coro, wait=0.3):
-    """Run ``coro`` while recording what is published on ``subject``."""
+async def listen(subject):
+    """A connection subscribed to ``subject``; the server has the subscription on return,
+    so nothing published from then on passes it by."""
     nc = await nats.connect(NATS_URL)
-    seen = []
+    sub = await nc.subscribe(subject)
+    await nc.flush()
+    return nc, sub
 
-    async def on_msg(msg):
-        seen.append(protocol.decode(msg.data).packet)
 
-    sub = await nc.subscribe(subject, cb=on_msg)
+async def delivered(nc, sub):
+    """The messages of ``sub`` published before this call by code that has returned.
+
+    The engine's publishes are flushed (core NATS) or acknowledged (JetStream) before its
+    call returns, so by then the server has queued them for us; one round trip on our own
+    connection brings them in ahead of its answer. No waiting for stragglers: there are
+    none to wait for.
+    """
+    await nc.flush()
+    return [await sub.next_msg() for _ in range(sub.pending_msgs)]
+
+
+async def collect(subject, coro):
+    """Run ``coro``, and the packets published on ``subject`` while it ran."""
+    nc, sub = await listen(subject)
     try:
         result = await coro
-        await asyncio.sleep(wait)
+        seen = [protocol.decode(msg.data).packet for msg in await delivered(nc, sub)]
     finally:
-        await sub.unsubscribe()
         await nc.close()
     return result, seen
 
@@ -385,18 +381,11 @@ def test_same_request_twice_and_two_handlers_racing_dispatch_once(harness):
 
     async def scenario():
         await h.add_worker()
-        nc = await nats.connect(NATS_URL)
-        sub = await nc.subscribe(protocol.direct_subject(h.worker_id))
+        nc, sub = await listen(protocol.direct_subject(h.worker_id))
         outcomes = await asyncio.gather(h.engine.handle_request(h.request()),
                                         h.engine.handle_request(h.request()))
         again = await h.engine.handle_request(h.request())
-        got = 0
-        try:
-            while True:
-                await sub.next_msg(timeout=0.5)
-                got += 1
-        except Exception:
-            pass
+        got = len(await delivered(nc, sub))
         await nc.close()
         return outcomes, again, got
 
@@ -721,22 +710,16 @@ def test_a_lock_that_expires_mid_operation_lets_the_replayer_finish_the_job(harn
     async def scenario():
         await h.engine.handle_request(h.request())  # no worker yet: PENDING, request stored
         await h.add_worker()
-        nc = await nats.connect(NATS_URL)
-        sub = await nc.subscribe(protocol.direct_subject(h.worker_id))
+        nc, sub = await listen(protocol.direct_subject(h.worker_id))
         a = asyncio.ensure_future(stalled.handle_request(h.request()))
-        await asyncio.sleep(0.1)
-        assert await h.redis.exists(f"cordum:scheduler:job:{job_id}")  # A holds the lock
+        # A holds the lock (and then waits for the kernel until woken)
+        await eventually(lambda: h.redis.exists(f"cordum:scheduler:job:{job_id}"))
         report = await replayer.tick()
         woken.set()
         a_outcome = await a
-        got = 0
-        try:
-            while True:
-                msg = await sub.next_msg(timeout=0.5)
-                # The replayer scans every PENDING job in this Redis; count ours.
-                got += protocol.decode(msg.data).packet.job_request.job_id == job_id
-        except Exception:
-            pass
+        # The replayer scans every PENDING job in this Redis; count ours.
+        got = sum(protocol.decode(msg.data).packet.job_request.job_id == job_id
+                  for msg in await delivered(nc, sub))
         await nc.close()
         return report, a_outcome, got
 
@@ -780,7 +763,7 @@ def test_fatal_failure_in_a_workflow_publishes_the_recorded_compensation(harness
         await h.engine.handle_result(result(1, protocol.JobStatus.JOB_STATUS_SUCCEEDED))
         return await h.engine.handle_result(result(2, protocol.JobStatus.JOB_STATUS_FAILED_FATAL))
 
-    outcome, seen = loop.run_until_complete(collect(protocol.SUBJECT_SUBMIT, scenario(), 1.0))
+    outcome, seen = loop.run_until_complete(collect(protocol.SUBJECT_SUBMIT, scenario()))
     assert outcome.state == "FAILED"
     comps = [p.job_request for p in seen if p.job_request.labels.get("saga_workflow_id") == wf]
     assert len(comps) == 1
@@ -801,24 +784,19 @@ def test_engine_cancel_publishes_only_on_the_cancel_subject(harness):
     async def scenario():
         await h.add_worker()
         await h.engine.handle_request(h.request())
-        nc = await nats.connect(NATS_URL)
+        nc, sub = await listen(">")
+        outcome = await h.engine.cancel_job(job_id)
         seen = []
-
-        async def on_msg(msg):
+        for msg in await delivered(nc, sub):
             if msg.reply:  # a JetStream delivery to a consumer, not a publish
-                return
+                continue
             try:
                 decoded = protocol.decode(msg.data).packet
             except protocol.InvalidPacket:
-                return
+                continue
             kind = decoded.WhichOneof("payload")
             if getattr(getattr(decoded, kind), "job_id", "") == job_id:
                 seen.append((msg.subject, kind))
-
-        sub = await nc.subscribe(">", cb=on_msg)
-        outcome = await h.engine.cancel_job(job_id)
-        await asyncio.sleep(0.3)
-        await sub.unsubscribe()
         await nc.close()
         return outcome, seen
 
@@ -869,18 +847,12 @@ def test_the_replayer_tick_run_twice_dispatches_a_waiting_job_once(harness):
         await h.engine.handle_request(h.request())  # no worker yet: PENDING, request stored
         assert await h.state() == "PENDING"
         await h.add_worker()
-        nc = await nats.connect(NATS_URL)
-        sub = await nc.subscribe(protocol.direct_subject(h.worker_id))
+        nc, sub = await listen(protocol.direct_subject(h.worker_id))
         reports = await asyncio.gather(replayer().tick(), replayer().tick())
         reports.append(await replayer().tick())
-        got = 0
-        try:
-            while True:
-                msg = await sub.next_msg(timeout=0.5)
-                # The replayer scans every waiting job in this Redis; count ours.
-                got += protocol.decode(msg.data).packet.job_request.job_id == job_id
-        except Exception:
-            pass
+        # The replayer scans every waiting job in this Redis; count ours.
+        got = sum(protocol.decode(msg.data).packet.job_request.job_id == job_id
+                  for msg in await delivered(nc, sub))
         await nc.close()
         return reports, got
 
@@ -907,18 +879,12 @@ def test_approved_worker_job_without_a_snapshot_is_checked_and_dispatched(harnes
 
     async def scenario():
         await h.add_worker()
-        nc = await nats.connect(NATS_URL)
-        results = await nc.subscribe(protocol.SUBJECT_RESULT)
+        nc, results = await listen(protocol.SUBJECT_RESULT)
         outcome = await h.engine.handle_request(protocol.packet(
             trace_id="tr", sender_id="api-gateway-http", job_request=req).SerializeToString())
-        synthetic = []
-        try:
-            while True:
-                msg = await results.next_msg(timeout=0.5)
-                res = protocol.decode(msg.data).packet.job_result
-                synthetic += [res] if res.job_id == job_id else []
-        except Exception:
-            pass
+        synthetic = [res for res in (protocol.decode(msg.data).packet.job_result
+                                     for msg in await delivered(nc, results))
+                     if res.job_id == job_id]
         await nc.close()
         return outcome, synthetic
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +18,6 @@ from cordum.config import PoolsConfig, load_settings
 from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
 from cordum.safety.failmode import FailMode
-from cordum.safety.kernel import Policy, serve
 from cordum.safety.output_client import OutputPolicyClient
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
@@ -29,6 +27,7 @@ from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
 from cordum.store.results import decision_key, redacted_key
 from tests.conftest import NATS_URL, REDIS_URL
+from tests.helpers import free_port, serving_kernel
 
 SAFETY_YAML = r"""
 default_decision: allow
@@ -42,20 +41,12 @@ output_rules:
 TOPICS = ["job.default", "job.blocked", "job.mask"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def kernel_addr(tmp_path_factory):
     path = tmp_path_factory.mktemp("output") / "safety.yaml"
     path.write_text(SAFETY_YAML)
-    addr = f"127.0.0.1:{free_port()}"
-    server = serve(addr, Policy(path))
-    yield addr
-    server.stop(grace=0)
+    with serving_kernel(path) as addr:
+        yield addr
 
 
 class Harness:

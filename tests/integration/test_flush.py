@@ -16,7 +16,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import nats
@@ -33,18 +33,12 @@ from cordum.registry.live import LiveRegistry
 from cordum.registry.pools import pool_serves
 from cordum.registry.writer import SnapshotWriter
 from cordum.store.jobs import JobState, JobStore, NewJob, index_key, meta_key, request_key
+from tests.helpers import eventually, run
 
 SETTINGS = load_settings()
 FLUSH_TEST_DB = 13
 TTL_S = 30.0
 NOW_POLICY = FlushPolicy(settle_s=0.0)
-
-
-def run(coro: Awaitable[Any], timeout: float = 10.0) -> Any:
-    async def bounded() -> Any:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
 
 
 class Clock:
@@ -257,16 +251,16 @@ def test_heartbeat_of_a_pool_coming_online_republishes_its_pending_job_once() ->
                     await env.nc.flush()
 
                 async def flushed(n: int) -> None:
-                    while len(flushes) < n:
-                        await asyncio.sleep(0.02)
+                    await eventually(lambda: len(flushes) >= n)
                     await asyncio.gather(*flushes)
 
                 # When the pool's first worker sends a heartbeat
                 await beat(f"w1-{env.tag}")
                 await flushed(1)
-                # And a second worker of the pool joins
+                # And a second worker of the pool joins (once the ingest has recorded it,
+                # it has also decided whether the pool came online: the same callback)
                 await beat(f"w2-{env.tag}")
-                await asyncio.sleep(0.3)
+                await eventually(lambda: len(ingest.registry) == 2)
 
                 # Then the job was republished once, as a packet CAP accepts
                 assert len(flushes) == 1

@@ -7,33 +7,14 @@ import json
 import pytest
 
 from cordum import config, runtime
-from cordum.gateway import app as gateway
 from cordum.gateway import deps
 from tests.conftest import NATS_URL, REDIS_URL
+from tests.helpers import call, event, gateway_process
 
 API_KEY = "test-key-123"
 TENANT = "acme"
-
-
-def event(method: str, path: str, body=None, headers=None) -> dict:
-    hdrs = {"X-API-Key": API_KEY, "X-Tenant-ID": TENANT, "Content-Type": "application/json"}
-    hdrs.update(headers or {})
-    hdrs = {k: v for k, v in hdrs.items() if v is not None}
-    return {
-        "resource": "/{proxy+}",
-        "path": path,
-        "httpMethod": method,
-        "headers": hdrs,
-        "multiValueHeaders": {k: [v] for k, v in hdrs.items()},
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
-        "pathParameters": {"proxy": path.lstrip("/")},
-        "stageVariables": None,
-        "requestContext": {"stage": "prod", "path": f"/prod{path}", "httpMethod": method,
-                           "requestId": "r1", "resourcePath": "/{proxy+}"},
-        "body": body if body is None or isinstance(body, str) else json.dumps(body),
-        "isBase64Encoded": False,
-    }
+ACME = {"key": API_KEY, "tenant": TENANT}
+"""Every request is the acme key's unless a test says otherwise."""
 
 
 def configure(monkeypatch, redis_url=REDIS_URL, nats_url=NATS_URL):
@@ -49,26 +30,11 @@ def configure(monkeypatch, redis_url=REDIS_URL, nats_url=NATS_URL):
     runtime.reset()
 
 
-def call(ev: dict) -> tuple[int, dict | str, dict]:
-    resp = gateway.handle(ev, None)
-    body = resp["body"]
-    try:
-        body = json.loads(body)
-    except (TypeError, ValueError):
-        pass
-    return resp["statusCode"], body, resp.get("multiValueHeaders") or resp.get("headers") or {}
-
-
 @pytest.fixture
 def api(monkeypatch):
-    from cordum.bus.streams import ensure_stream
-
     configure(monkeypatch)
-    runtime.run(ensure_stream(runtime.run(runtime.jetstream())))
-    yield
-    config.settings.cache_clear()
-    deps.reset()
-    runtime.reset()
+    with gateway_process():
+        yield
 
 
 def meta_of(job_id: str) -> dict:
@@ -79,7 +45,7 @@ def meta_of(job_id: str) -> dict:
 def test_submit_stores_pending_job_and_answers_ids(api):
     status, body, _ = call(event("POST", "/api/v1/jobs",
                                  {"topic": "job.default", "prompt": "hello",
-                                  "labels": {"team": "blue"}}))
+                                  "labels": {"team": "blue"}}, **ACME))
     assert status == 200, body
     assert set(body) == {"job_id", "trace_id"}
     meta = meta_of(body["job_id"])
@@ -91,8 +57,8 @@ def test_submit_stores_pending_job_and_answers_ids(api):
 
 
 def test_get_job_answers_detail_and_hides_other_tenants(api, monkeypatch):
-    _, body, _ = call(event("POST", "/api/v1/jobs", {"prompt": "p"}))
-    status, detail, _ = call(event("GET", f"/api/v1/jobs/{body['job_id']}"))
+    _, body, _ = call(event("POST", "/api/v1/jobs", {"prompt": "p"}, **ACME))
+    status, detail, _ = call(event("GET", f"/api/v1/jobs/{body['job_id']}", **ACME))
     assert status == 200
     assert detail["id"] == body["job_id"] and detail["topic"] == "job.default"
     assert detail["tenant"] == TENANT and detail["trace_id"] == body["trace_id"]
@@ -102,10 +68,10 @@ def test_get_job_answers_detail_and_hides_other_tenants(api, monkeypatch):
         {"key": API_KEY, "tenant": TENANT}, {"key": "other", "tenant": "globex"}]))
     deps.reset()
     status, err, _ = call(event("GET", f"/api/v1/jobs/{body['job_id']}",
-                                headers={"X-API-Key": "other", "X-Tenant-ID": "globex"}))
+                                key="other", tenant="globex"))
     assert status == 403 and err == {"error": "tenant access denied",
                                      "code": "tenant_access_denied", "status": 403}
-    status, err, _ = call(event("GET", "/api/v1/jobs/nope-123"))
+    status, err, _ = call(event("GET", "/api/v1/jobs/nope-123", **ACME))
     assert status == 404 and err["code"] == "job_not_found"
 
 
@@ -122,7 +88,7 @@ def test_get_job_answers_detail_and_hides_other_tenants(api, monkeypatch):
     ],
 )
 def test_bad_body_is_400_with_error_shape(api, body, fragment):
-    status, err, _ = call(event("POST", "/api/v1/jobs", body))
+    status, err, _ = call(event("POST", "/api/v1/jobs", body, **ACME))
     assert status == 400, err
     assert set(err) == {"error", "code", "status"} and err["status"] == 400
     assert fragment in err["error"]
@@ -131,19 +97,19 @@ def test_bad_body_is_400_with_error_shape(api, body, fragment):
 @pytest.mark.parametrize("headers", [{"X-API-Key": None}, {"X-API-Key": "wrong"},
                                      {"X-API-Key": None, "Authorization": "Bearer wrong"}])
 def test_missing_or_wrong_key_is_401(api, headers):
-    status, err, _ = call(event("POST", "/api/v1/jobs", {"prompt": "x"}, headers))
+    status, err, _ = call(event("POST", "/api/v1/jobs", {"prompt": "x"}, **ACME, headers=headers))
     assert status == 401
     assert err == {"error": "unauthorized", "code": "unauthorized", "status": 401}
 
 
 def test_bearer_key_is_accepted(api):
-    status, _, _ = call(event("POST", "/api/v1/jobs", {"prompt": "x"},
-                              {"X-API-Key": None, "Authorization": f"Bearer {API_KEY}"}))
+    status, _, _ = call(event("POST", "/api/v1/jobs", {"prompt": "x"}, tenant=TENANT,
+                              headers={"Authorization": f"Bearer {API_KEY}"}))
     assert status == 200
 
 
 def test_health_checks_redis_and_nats(api):
-    status, body, _ = call(event("GET", "/health", headers={"X-API-Key": None}))
+    status, body, _ = call(event("GET", "/health", tenant=TENANT))
     assert (status, body) == (200, {"status": "healthy", "redis": "ok", "nats": "ok"})
 
 
@@ -153,9 +119,9 @@ def recent_ids() -> set[str]:
 
 def test_redis_down_gives_503_and_writes_nothing(monkeypatch):
     configure(monkeypatch, redis_url="redis://127.0.0.1:1")
-    status, err, _ = call(event("POST", "/api/v1/jobs", {"prompt": "x"}))
+    status, err, _ = call(event("POST", "/api/v1/jobs", {"prompt": "x"}, **ACME))
     assert status == 503 and err["code"] == "store_unavailable"
-    status, _, _ = call(event("GET", "/health", headers={"X-API-Key": None}))
+    status, _, _ = call(event("GET", "/health", tenant=TENANT))
     assert status == 503
     runtime.reset()
 
@@ -163,7 +129,7 @@ def test_redis_down_gives_503_and_writes_nothing(monkeypatch):
 def test_nats_down_gives_503_and_leaves_no_half_written_job(monkeypatch):
     configure(monkeypatch, nats_url="nats://127.0.0.1:1")
     before = recent_ids()
-    status, err, _ = call(event("POST", "/api/v1/jobs", {"prompt": "x"}))
+    status, err, _ = call(event("POST", "/api/v1/jobs", {"prompt": "x"}, **ACME))
     assert status == 503 and err["code"] == "bus_unavailable"
     # The job was written, the publish failed, and the job was removed again.
     leftovers = recent_ids() - before
@@ -172,23 +138,23 @@ def test_nats_down_gives_503_and_leaves_no_half_written_job(monkeypatch):
 
 
 def test_cancel_an_open_job_then_cancel_again(api):
-    _, body = call(event("POST", "/api/v1/jobs", {"prompt": "to cancel"}))[:2]
-    status, out, _ = call(event("POST", f"/api/v1/jobs/{body['job_id']}/cancel"))
+    _, body = call(event("POST", "/api/v1/jobs", {"prompt": "to cancel"}, **ACME))[:2]
+    status, out, _ = call(event("POST", f"/api/v1/jobs/{body['job_id']}/cancel", **ACME))
     assert (status, out) == (200, {"id": body["job_id"], "state": "CANCELLED"})
     assert meta_of(body["job_id"])["state"] == "CANCELLED"
-    status, again, _ = call(event("POST", f"/api/v1/jobs/{body['job_id']}/cancel"))
+    status, again, _ = call(event("POST", f"/api/v1/jobs/{body['job_id']}/cancel", **ACME))
     assert status == 200 and again["reason"] == "job already terminal"
     assert again["state"] == "CANCELLED"
 
 
 def test_cancel_unknown_or_foreign_job(api, monkeypatch):
-    status, err, _ = call(event("POST", "/api/v1/jobs/nope-xyz/cancel"))
+    status, err, _ = call(event("POST", "/api/v1/jobs/nope-xyz/cancel", **ACME))
     assert status == 404 and err["code"] == "job_not_found"
-    _, body = call(event("POST", "/api/v1/jobs", {"prompt": "mine"}))[:2]
+    _, body = call(event("POST", "/api/v1/jobs", {"prompt": "mine"}, **ACME))[:2]
     monkeypatch.setenv("CORDUM_API_KEYS", json.dumps([
         {"key": API_KEY, "tenant": TENANT}, {"key": "other", "tenant": "globex"}]))
     deps.reset()
     status, _, _ = call(event("POST", f"/api/v1/jobs/{body['job_id']}/cancel",
-                              headers={"X-API-Key": "other", "X-Tenant-ID": "globex"}))
+                              key="other", tenant="globex"))
     assert status == 403
     assert meta_of(body["job_id"])["state"] != "CANCELLED"

@@ -8,52 +8,28 @@ submit, or by the engine from the stored request).
 from __future__ import annotations
 
 import json
-import socket
 from datetime import UTC, datetime
-from pathlib import Path
 
 import nats
 import pytest
 
 from cordum import config, protocol, runtime
 from cordum.bus.publisher import NatsPublisher
-from cordum.bus.streams import ensure_stream
 from cordum.config import PoolsConfig, load_settings
-from cordum.gateway import app as gateway
 from cordum.gateway import deps
 from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
-from cordum.safety.kernel import Policy, serve
+from cordum.safety.policy_file import Policy
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.indexes import JobIndexes
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
+from tests import helpers
 from tests.conftest import NATS_URL, REDIS_URL
 
-CONFIG = Path(__file__).resolve().parents[2] / "config"
 GATED_TOPIC = "job.echo.approval"
 SUBMITTER, APPROVER, VIEWER, OUTSIDER = "sub-key", "appr-key", "view-key", "out-key"
-
-TOMBSTONE_TTL_S = 900
-"""How long a cleaned-up job stays known as CANCELLED. A stack running beside the
-tests consumes sys.job.submit too and may handle a published request after the
-test: it finds the job terminal and leaves it alone, instead of creating it anew."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    addr = f"127.0.0.1:{free_port()}"
-    server = serve(addr, Policy(CONFIG / "safety.yaml"))
-    yield addr
-    server.stop(grace=0)
-
 
 class Api:
     """The gateway function with keys for one fresh tenant, plus what a test needs around it."""
@@ -89,30 +65,10 @@ class Api:
 
     def call(self, method: str, path: str, body=None, key: str | None = APPROVER,
              query: dict | None = None) -> tuple[int, object, dict]:
+        """The gateway's answer to a request with ``key``, in that key's tenant."""
         tenant = self.other_tenant if key == OUTSIDER else self.tenant
-        hdrs = {"Content-Type": "application/json", "X-Tenant-ID": tenant}
-        if key is not None:
-            hdrs["X-API-Key"] = key
-        ev = {
-            "resource": "/{proxy+}", "path": path, "httpMethod": method, "headers": hdrs,
-            "multiValueHeaders": {k: [v] for k, v in hdrs.items()},
-            "queryStringParameters": query,
-            "multiValueQueryStringParameters": {k: [v] for k, v in (query or {}).items()},
-            "pathParameters": {"proxy": path.lstrip("/")}, "stageVariables": None,
-            "requestContext": {"stage": "prod", "path": f"/prod{path}", "httpMethod": method,
-                               "requestId": "r1", "resourcePath": "/{proxy+}"},
-            "body": body if body is None or isinstance(body, str) else json.dumps(body),
-            "isBase64Encoded": False,
-        }
-        resp = gateway.handle(ev, None)
-        try:
-            out = json.loads(resp["body"])
-        except (TypeError, ValueError):
-            out = resp["body"]
-        headers = {k.lower(): v for k, v in (resp.get("headers") or {}).items()}
-        for k, v in (resp.get("multiValueHeaders") or {}).items():
-            headers[k.lower()] = v[0] if isinstance(v, list) else v
-        return resp["statusCode"], out, headers
+        return helpers.call(helpers.event(method, path, body, key=key, tenant=tenant,
+                                          query=query))
 
     def engine(self, safety_addr: str | None = None, worker: str | None = None) -> Engine:
         """The scheduler's engine as the submit function wires it (kernel ``safety_addr``)."""
@@ -162,23 +118,8 @@ class Api:
 
     def cleanup(self) -> None:
         async def forget() -> None:
-            r = self.redis
-            for job_id in self.jobs:
-                trace = await r.hget(f"job:meta:{job_id}", "trace_id")
-                if trace:
-                    await r.delete(f"trace:{trace.decode()}")
-                for key in await r.keys("job:index:*"):
-                    await r.zrem(key, job_id)
-                await r.zrem("job:recent", job_id)
-                await r.zrem("dlq:index", job_id)
-                await r.zrem("job:deadline", job_id)
-            keys = [k for job_id in self.jobs for k in await r.keys(f"*{job_id}*")]
-            keys += await r.keys(f"*{self.unique}*")
-            if keys:
-                await r.delete(*keys)
-            for job_id in self.jobs:
-                await r.hset(f"job:meta:{job_id}", "state", "CANCELLED")
-                await r.expire(f"job:meta:{job_id}", TOMBSTONE_TTL_S)
+            await helpers.forget_jobs(self.redis, self.jobs)
+            await helpers.delete_keys(self.redis, f"*{self.unique}*")
             for client in self.safety:
                 await client.aclose()
 
@@ -188,12 +129,9 @@ class Api:
 @pytest.fixture
 def api(unique, kernel, monkeypatch):
     a = Api(unique, kernel, monkeypatch)
-    runtime.run(ensure_stream(runtime.run(runtime.jetstream())))
-    yield a
-    a.cleanup()
-    runtime.run(runtime.aclose())
-    config.settings.cache_clear()
-    deps.reset()
+    with helpers.gateway_process():
+        yield a
+        a.cleanup()
 
 
 def subscribe(subject: str):
@@ -295,7 +233,7 @@ def test_list_shows_the_tenants_waiting_jobs_newest_first_in_pages(api):
     assert item["decision"] == "PENDING" and item["approval_required"] is True
     assert item["safety_decision"] == "REQUIRE_APPROVAL"
     assert item["policy_rule_id"] == "example-echo-approval"
-    assert item["policy_snapshot"] == Policy(CONFIG / "safety.yaml").snapshot
+    assert item["policy_snapshot"] == Policy(helpers.SHIPPED_POLICY).snapshot
     assert item["decided_at"] is None and item["decided_by"] is None
     for stamp in (item["requested_at"], item["job"]["updated_at"]):
         assert stamp.endswith("Z") and datetime.fromisoformat(stamp).tzinfo is not None
@@ -320,7 +258,7 @@ def test_approve_rewrites_the_request_and_the_engine_dispatches_it_without_the_k
     status, body, headers = approve(api, job_id)
     assert status == 200, body
     assert body == {"job_id": job_id, "trace_id": before["trace_id"]}
-    assert headers["x-trace-id"] == before["trace_id"]
+    assert headers["X-Trace-Id"] == before["trace_id"]
 
     meta = api.meta(job_id)
     assert meta["state"] == "PENDING"
@@ -346,7 +284,7 @@ def test_approve_rewrites_the_request_and_the_engine_dispatches_it_without_the_k
     assert meta["approval_policy_snapshot"] == before["safety_snapshot"]
     assert meta["approval_job_hash"] == before["safety_job_hash"]
     worker = f"w-{api.unique}"
-    engine = api.engine(safety_addr=f"127.0.0.1:{free_port()}", worker=worker)
+    engine = api.engine(safety_addr=f"127.0.0.1:{helpers.free_port()}", worker=worker)
     verdict, fields = runtime.run(engine.decide(packet.job_request, api.tenant, meta))
     assert (verdict.decision, verdict.reason) == ("ALLOW", "approval granted")
     assert fields["safety_job_hash"] == before["safety_job_hash"]
@@ -391,7 +329,7 @@ def test_a_busy_job_lock_is_409_retryable(api):
         runtime.run(lease.release())
     assert status == 409
     assert err["code"] == "approval_retryable_lock" and err["retryable"] is True
-    assert int(headers["retry-after"]) >= 1
+    assert int(headers["Retry-After"]) >= 1
     assert api.meta(job_id)["state"] == "APPROVAL_REQUIRED"
     assert approve(api, job_id)[0] == 200  # free again
 
@@ -412,22 +350,18 @@ def test_a_request_changed_since_the_verdict_is_409_stale_request(api):
 def test_a_policy_changed_since_the_verdict_is_409_stale_snapshot(api, tmp_path):
     job_id = api.gated()
     changed = tmp_path / "safety.yaml"
-    changed.write_text((CONFIG / "safety.yaml").read_text().replace(
+    changed.write_text(helpers.SHIPPED_POLICY.read_text().replace(
         "approval required by example policy", "approval required by the new policy"))
-    addr = f"127.0.0.1:{free_port()}"
-    server = serve(addr, Policy(changed))
-    try:
+    with helpers.serving_kernel(changed) as addr:
         api.use_kernel(addr)
         status, err, _ = approve(api, job_id)
-    finally:
-        server.stop(grace=0)
     assert (status, err["code"]) == (409, "approval_stale_snapshot")
     assert api.meta(job_id)["state"] == "APPROVAL_REQUIRED"
 
 
 def test_an_unreachable_kernel_skips_only_the_drift_check(api):
     job_id = api.gated()
-    api.use_kernel(f"127.0.0.1:{free_port()}")
+    api.use_kernel(f"127.0.0.1:{helpers.free_port()}")
     status, body, _ = approve(api, job_id)
     assert status == 200, body
     assert api.meta(job_id)["state"] == "PENDING"

@@ -16,9 +16,7 @@ from google.protobuf import json_format
 
 from cordum import config, protocol, runtime
 from cordum.bus.publisher import NatsPublisher
-from cordum.bus.streams import ensure_stream
 from cordum.config import PoolsConfig, load_settings
-from cordum.gateway import app as gateway
 from cordum.gateway import deps
 from cordum.registry.reader import SnapshotReader
 from cordum.scheduler.engine import Engine
@@ -26,15 +24,10 @@ from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.indexes import JobIndexes
 from cordum.store.jobs import JobStore, NewJob
 from cordum.store.locks import JobLocks
+from tests import helpers
 from tests.conftest import NATS_URL, REDIS_URL
 
 ADMIN, VIEWER, OUTSIDER = "dlq-admin", "dlq-viewer", "dlq-outsider"
-
-TOMBSTONE_TTL_S = 900
-"""How long a cleaned-up job stays known as CANCELLED. A stack running beside the
-tests consumes sys.job.submit too and may handle a published request after the
-test: it finds the job terminal and leaves it alone, instead of creating it anew."""
-
 
 class Api:
     def __init__(self, unique: str, monkeypatch) -> None:
@@ -68,25 +61,11 @@ class Api:
 
     def call(self, method: str, path: str, key: str | None = ADMIN,
              query: dict | None = None) -> tuple[int, object]:
+        """The gateway's status and body for a request with ``key``, in that key's tenant."""
         tenant = self.other_tenant if key == OUTSIDER else self.tenant
-        hdrs = {"X-Tenant-ID": tenant}
-        if key is not None:
-            hdrs["X-API-Key"] = key
-        ev = {
-            "resource": "/{proxy+}", "path": path, "httpMethod": method, "headers": hdrs,
-            "multiValueHeaders": {k: [v] for k, v in hdrs.items()},
-            "queryStringParameters": query,
-            "multiValueQueryStringParameters": {k: [v] for k, v in (query or {}).items()},
-            "pathParameters": {"proxy": path.lstrip("/")}, "stageVariables": None,
-            "requestContext": {"stage": "prod", "path": f"/prod{path}", "httpMethod": method,
-                               "requestId": "r1", "resourcePath": "/{proxy+}"},
-            "body": None, "isBase64Encoded": False,
-        }
-        resp = gateway.handle(ev, None)
-        try:
-            return resp["statusCode"], json.loads(resp["body"])
-        except (TypeError, ValueError):
-            return resp["statusCode"], resp["body"]
+        status, body, _ = helpers.call(helpers.event(method, path, key=key, tenant=tenant,
+                                                     query=query, content_type=None))
+        return status, body
 
     def failed_job(self, n: int = 0, topic: str = "job.default", tenant: str | None = None,
                    ) -> str:
@@ -125,19 +104,10 @@ class Api:
 
     def cleanup(self) -> None:
         async def forget() -> None:
-            r = self.redis
-            for job_id in self.jobs:
-                for key in await r.keys("job:index:*"):
-                    await r.zrem(key, job_id)
-                for key in ("job:recent", "dlq:index", "job:deadline"):
-                    await r.zrem(key, job_id)
-            keys = [k for job_id in self.jobs for k in await r.keys(f"*{job_id}*")]
-            keys += await r.keys(f"*{self.unique}*")
-            if keys:
-                await r.delete(*keys)
-            for job_id in self.jobs:
-                await r.hset(f"job:meta:{job_id}", "state", "CANCELLED")
-                await r.expire(f"job:meta:{job_id}", TOMBSTONE_TTL_S)
+            # The job ids carry the test's tag: its keys go first, then the jobs leave
+            # the indexes as tombstones.
+            await helpers.delete_keys(self.redis, f"*{self.unique}*")
+            await helpers.forget_jobs(self.redis, self.jobs)
 
         runtime.run(forget())
 
@@ -145,12 +115,9 @@ class Api:
 @pytest.fixture
 def api(unique, monkeypatch):
     a = Api(unique, monkeypatch)
-    runtime.run(ensure_stream(runtime.run(runtime.jetstream())))
-    yield a
-    a.cleanup()
-    runtime.run(runtime.aclose())
-    config.settings.cache_clear()
-    deps.reset()
+    with helpers.gateway_process():
+        yield a
+        a.cleanup()
 
 
 def test_dlq_needs_a_key_and_the_admin_role(api):

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from cordum import config, runtime
-from cordum.gateway import app as gateway
 from cordum.gateway import deps, queries, system, views
 from cordum.safety.breaker import INPUT_BREAKER_KEY, OUTPUT_BREAKER_KEY, CircuitBreaker
 from cordum.store.jobs import (
@@ -33,6 +32,7 @@ from cordum.store.jobs import (
     tenant_index_key,
 )
 from tests.conftest import NATS_URL, REDIS_URL
+from tests.helpers import call, event
 
 ADMIN_KEY = "reads-admin-key"
 USER_KEY = "reads-user-key"
@@ -40,39 +40,6 @@ OTHER_KEY = "reads-other-key"
 
 RUNNING_PATH = [JobState.SCHEDULED, JobState.DISPATCHED, JobState.RUNNING]
 TIE_US = 1_700_000_000_000_000
-
-
-def event(method: str, path: str, *, key: str | None = ADMIN_KEY, tenant: str | None = None,
-          params: dict[str, str] | None = None) -> dict[str, Any]:
-    hdrs = {"Content-Type": "application/json"}
-    if key is not None:
-        hdrs["X-API-Key"] = key
-    if tenant is not None:
-        hdrs["X-Tenant-ID"] = tenant
-    return {
-        "resource": "/{proxy+}",
-        "path": path,
-        "httpMethod": method,
-        "headers": hdrs,
-        "multiValueHeaders": {k: [v] for k, v in hdrs.items()},
-        "queryStringParameters": params or None,
-        "multiValueQueryStringParameters": {k: [v] for k, v in params.items()} if params
-        else None,
-        "pathParameters": {"proxy": path.lstrip("/")},
-        "stageVariables": None,
-        "requestContext": {"stage": "prod", "path": f"/prod{path}", "httpMethod": method,
-                           "requestId": "r1", "resourcePath": "/{proxy+}"},
-        "body": None,
-        "isBase64Encoded": False,
-    }
-
-
-def call(ev: dict[str, Any]) -> tuple[int, Any]:
-    resp = gateway.handle(ev, None)
-    try:
-        return resp["statusCode"], json.loads(resp["body"])
-    except (TypeError, ValueError):
-        return resp["statusCode"], resp["body"]
 
 
 def is_rfc3339(value: Any) -> bool:
@@ -196,7 +163,8 @@ def list_all(world: World, params: dict[str, str], limit: int) -> tuple[list[str
         query = {**params, "limit": str(limit)}
         if cursor:
             query["cursor"] = cursor
-        status, body = call(event("GET", "/api/v1/jobs", tenant=world.tenant, params=query))
+        status, body, _ = call(event("GET", "/api/v1/jobs",
+                                     key=ADMIN_KEY, tenant=world.tenant, query=query))
         assert status == 200, body
         assert len(body["items"]) <= limit
         ids += [item["id"] for item in body["items"]]
@@ -212,7 +180,7 @@ def list_all(world: World, params: dict[str, str], limit: int) -> tuple[list[str
 
 
 def test_list_requires_a_key(world):
-    status, err = call(event("GET", "/api/v1/jobs", key=None, tenant=world.tenant))
+    status, err, _ = call(event("GET", "/api/v1/jobs", key=None, tenant=world.tenant))
     assert status == 401 and err == {"error": "unauthorized", "code": "unauthorized",
                                      "status": 401}
 
@@ -233,8 +201,8 @@ def test_list_pages_every_job_of_the_tenant_once_newest_first(world, monkeypatch
     assert len(ids) == len(set(ids)) == 23
     assert set(ids) == set(mine)
     assert pages >= 5
-    status, body = call(event("GET", "/api/v1/jobs", tenant=world.tenant,
-                              params={"limit": "50"}))
+    status, body, _ = call(event("GET", "/api/v1/jobs", key=ADMIN_KEY, tenant=world.tenant,
+                                 query={"limit": "50"}))
     items = body["items"]
     assert [i["id"] for i in items] == ids
     stamps = [datetime.fromisoformat(i["updated_at"]) for i in items]
@@ -248,7 +216,7 @@ def test_list_pages_every_job_of_the_tenant_once_newest_first(world, monkeypatch
 def test_default_limit_is_50(world):
     for _ in range(52):
         world.job()
-    status, body = call(event("GET", "/api/v1/jobs", tenant=world.tenant))
+    status, body, _ = call(event("GET", "/api/v1/jobs", key=ADMIN_KEY, tenant=world.tenant))
     assert status == 200 and len(body["items"]) == 50 and isinstance(body["next_cursor"], str)
 
 
@@ -318,7 +286,8 @@ def test_filters(world):
     ({"tenant": "someone-else"}, 403, "tenant_access_denied"),
 ])
 def test_bad_list_queries(world, params, status, code):
-    got, err = call(event("GET", "/api/v1/jobs", tenant=world.tenant, params=params))
+    got, err, _ = call(event("GET", "/api/v1/jobs",
+                             key=ADMIN_KEY, tenant=world.tenant, query=params))
     assert (got, err["code"], err["status"]) == (status, code, status)
 
 
@@ -356,7 +325,8 @@ def failed_job(world: World) -> str:
 
 def test_detail_has_the_schema_types_and_cordum_fields(world):
     job_id = failed_job(world)
-    status, detail = call(event("GET", f"/api/v1/jobs/{job_id}", tenant=world.tenant))
+    status, detail, _ = call(event("GET", f"/api/v1/jobs/{job_id}",
+                                   key=ADMIN_KEY, tenant=world.tenant))
     assert status == 200, detail
     assert detail["id"] == job_id and detail["state"] == "FAILED"
     assert is_rfc3339(detail["created_at"]) and is_rfc3339(detail["updated_at"])
@@ -400,10 +370,11 @@ def test_detail_of_a_pending_job_has_null_start_and_completion(world):
 
 def test_detail_of_another_tenants_job_is_403_and_unknown_404(world):
     job_id = world.job()
-    status, err = call(event("GET", f"/api/v1/jobs/{job_id}", key=OTHER_KEY,
+    status, err, _ = call(event("GET", f"/api/v1/jobs/{job_id}", key=OTHER_KEY,
                              tenant=world.other))
     assert status == 403 and err["code"] == "tenant_access_denied"
-    status, err = call(event("GET", f"/api/v1/jobs/{job_id}-nope", tenant=world.tenant))
+    status, err, _ = call(event("GET", f"/api/v1/jobs/{job_id}-nope",
+                                key=ADMIN_KEY, tenant=world.tenant))
     assert status == 404 and err["code"] == "job_not_found"
 
 
@@ -417,7 +388,8 @@ def test_decisions_are_a_bare_array_of_the_six_actions(world, stored, action):
     job_id = world.job(path=[JobState.APPROVAL_REQUIRED], fields={
         "safety_decision": stored, "safety_reason": "why", "safety_rule_id": "r1",
         "safety_checked_at": "1747000000000000"})
-    status, body = call(event("GET", f"/api/v1/jobs/{job_id}/decisions", tenant=world.tenant))
+    status, body, _ = call(event("GET", f"/api/v1/jobs/{job_id}/decisions",
+                                 key=ADMIN_KEY, tenant=world.tenant))
     assert status == 200
     if action is None:
         assert body == []
@@ -428,14 +400,16 @@ def test_decisions_are_a_bare_array_of_the_six_actions(world, stored, action):
 
 def test_decisions_of_unknown_or_foreign_jobs(world):
     job_id = world.job()
-    status, body = call(event("GET", f"/api/v1/jobs/{job_id}/decisions", tenant=world.tenant))
+    status, body, _ = call(event("GET", f"/api/v1/jobs/{job_id}/decisions",
+                                 key=ADMIN_KEY, tenant=world.tenant))
     assert (status, body) == (200, [])
-    status, err = call(event("GET", f"/api/v1/jobs/{job_id}/decisions", key=OTHER_KEY,
+    status, err, _ = call(event("GET", f"/api/v1/jobs/{job_id}/decisions", key=OTHER_KEY,
                              tenant=world.other))
     assert status == 403 and err["code"] == "tenant_access_denied"
-    status, err = call(event("GET", f"/api/v1/jobs/{job_id}-x/decisions", tenant=world.tenant))
+    status, err, _ = call(event("GET", f"/api/v1/jobs/{job_id}-x/decisions",
+                                key=ADMIN_KEY, tenant=world.tenant))
     assert status == 404 and err["code"] == "job_not_found"
-    status, _ = call(event("GET", f"/api/v1/jobs/{job_id}/decisions", key=None,
+    status, _, _ = call(event("GET", f"/api/v1/jobs/{job_id}/decisions", key=None,
                            tenant=world.tenant))
     assert status == 401
 
@@ -467,7 +441,7 @@ def write_snapshot(world: World, now: float) -> None:
 def test_workers_from_the_snapshot_online_by_heartbeat_age(world):
     now = time.time()
     write_snapshot(world, now)
-    status, body = call(event("GET", "/api/v1/workers", tenant=world.tenant))
+    status, body, _ = call(event("GET", "/api/v1/workers", key=ADMIN_KEY, tenant=world.tenant))
     assert status == 200, body
     by_id = {w["worker_id"]: w for w in body["items"]}
     assert list(by_id) == ["w-bare", "w-fresh", "w-stale"]
@@ -484,14 +458,14 @@ def test_workers_from_the_snapshot_online_by_heartbeat_age(world):
 
 
 def test_workers_items_is_an_empty_list_without_a_snapshot(world):
-    status, body = call(event("GET", "/api/v1/workers", tenant=world.tenant))
+    status, body, _ = call(event("GET", "/api/v1/workers", key=ADMIN_KEY, tenant=world.tenant))
     assert (status, body) == (200, {"items": []})
 
 
 def test_workers_needs_admin(world):
-    status, err = call(event("GET", "/api/v1/workers", key=USER_KEY, tenant=world.tenant))
+    status, err, _ = call(event("GET", "/api/v1/workers", key=USER_KEY, tenant=world.tenant))
     assert status == 403 and err["code"] == "forbidden"
-    status, _ = call(event("GET", "/api/v1/workers", key=None, tenant=world.tenant))
+    status, _, _ = call(event("GET", "/api/v1/workers", key=None, tenant=world.tenant))
     assert status == 401
 
 
@@ -509,7 +483,7 @@ def test_status_reports_connections_workers_and_an_open_breaker(world, monkeypat
             await breaker.record_failure(await breaker.allow())
 
     runtime.run(open_it())
-    status, body = call(event("GET", "/api/v1/status", tenant=world.tenant))
+    status, body, _ = call(event("GET", "/api/v1/status", key=ADMIN_KEY, tenant=world.tenant))
     assert status == 200, body
     assert is_rfc3339(body["time"]) and body["uptime_seconds"] >= 0
     assert body["build"] == {"version": "dev", "commit": "abc1234", "date": ""}
@@ -528,18 +502,18 @@ def test_status_reports_connections_workers_and_an_open_breaker(world, monkeypat
 
 
 def test_status_without_admin_has_no_extras(world):
-    status, body = call(event("GET", "/api/v1/status", key=USER_KEY, tenant=world.tenant))
+    status, body, _ = call(event("GET", "/api/v1/status", key=USER_KEY, tenant=world.tenant))
     assert status == 200
     assert not {"circuit_breakers", "input_fail_open_total", "snapshot_meta"} & set(body)
     assert body["redis"] == {"connected": True} and body["nats"] == {"connected": True}
     assert body["workers"] == 0
-    status, _ = call(event("GET", "/api/v1/status", key=None, tenant=world.tenant))
+    status, _, _ = call(event("GET", "/api/v1/status", key=None, tenant=world.tenant))
     assert status == 401
 
 
 def test_status_with_redis_down_still_answers(world, monkeypatch):
     configure(monkeypatch, world, redis_url="redis://127.0.0.1:1")
-    status, body = call(event("GET", "/api/v1/status", tenant=world.tenant))
+    status, body, _ = call(event("GET", "/api/v1/status", key=ADMIN_KEY, tenant=world.tenant))
     assert status == 200
     assert body["redis"]["connected"] is False and body["nats"]["connected"] is True
     assert body["workers"] == 0
@@ -561,16 +535,16 @@ def test_urls_in_status_carry_no_secret(url, shown):
 
 
 def test_health_is_json_and_needs_no_key(world):
-    status, body = call(event("GET", "/health", key=None))
+    status, body, _ = call(event("GET", "/health", key=None))
     assert (status, body) == (200, {"status": "healthy", "redis": "ok", "nats": "ok"})
 
 
 def test_health_v1_needs_a_key(world):
-    status, _ = call(event("GET", "/api/v1/health", key=None, tenant=world.tenant))
+    status, _, _ = call(event("GET", "/api/v1/health", key=None, tenant=world.tenant))
     assert status == 401
-    status, _ = call(event("GET", "/api/v1/health", key=OTHER_KEY, tenant=world.tenant))
+    status, _, _ = call(event("GET", "/api/v1/health", key=OTHER_KEY, tenant=world.tenant))
     assert status == 403
-    status, body = call(event("GET", "/api/v1/health", tenant=world.tenant))
+    status, body, _ = call(event("GET", "/api/v1/health", key=ADMIN_KEY, tenant=world.tenant))
     assert (status, body) == (200, {"status": "healthy", "redis": "ok", "nats": "ok"})
 
 
@@ -581,7 +555,7 @@ def test_health_is_503_when_a_dependency_is_down(world, monkeypatch, down):
     else:
         configure(monkeypatch, world, nats_url="nats://127.0.0.1:1")
     for path, key in (("/health", None), ("/api/v1/health", ADMIN_KEY)):
-        status, body = call(event("GET", path, key=key, tenant=world.tenant))
+        status, body, _ = call(event("GET", path, key=key, tenant=world.tenant))
         assert status == 503, body
         assert body["status"] == "unhealthy" and body["code"] == "unhealthy"
         assert body[down] != "ok" and down in body["error"]

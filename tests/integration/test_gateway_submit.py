@@ -11,7 +11,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,20 +22,21 @@ from google.protobuf import json_format
 from cordum import config, protocol, runtime
 from cordum.bus.streams import ensure_stream
 from cordum.config import ConfigError
-from cordum.gateway import app as gateway
 from cordum.gateway import deps, ratelimit, submit_policy
 from cordum.gateway.auth import Principal
 from cordum.gateway.jobs import JobService
 from cordum.gateway.models import SubmitJobRequest
 from cordum.gateway.ratelimit import RateLimiter, RateLimitPolicy
 from cordum.safety.client import Decision, SafetyVerdict
-from cordum.safety.kernel import Policy, PolicyKernel, serve
+from cordum.safety.kernel_service import PolicyKernel
+from cordum.safety.policy_file import Policy
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.jobhash import job_hash
 from cordum.store.idempotency import CLAIM_TTL_S, IdempotencyKeys
 from cordum.store.jobs import META_TTL_S, JobState, JobStore
 from cordum.store.ratelimit import KEY_PREFIX as RATE_KEY_PREFIX
 from tests.conftest import NATS_URL, REDIS_URL
+from tests.helpers import call, event, free_port, serving_kernel
 
 EDGE_TOPIC = "job." + "a" * 252
 """The longest topic the body accepts (256 characters)."""
@@ -68,12 +68,6 @@ input_policy: {fail_mode: closed}
 """.replace("EDGE_TOPIC", EDGE_TOPIC)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def config_dir(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("submit-config")
@@ -83,11 +77,9 @@ def config_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def kernel_addr(config_dir) -> Iterator[str]:
-    addr = f"127.0.0.1:{free_port()}"
-    server = serve(addr, PolicyKernel(Policy(config_dir / "safety.yaml", check_interval_s=0),
-                                      cache_ttl_s=0))
-    yield addr
-    server.stop(grace=0)
+    policy = Policy(config_dir / "safety.yaml", check_interval_s=0)
+    with serving_kernel(PolicyKernel(policy, cache_ttl_s=0)) as addr:
+        yield addr
 
 
 @dataclass
@@ -143,39 +135,20 @@ class Gateway:
         self.monkeypatch.setattr(deps, "jobs", jobs)
         return service
 
-    def event(self, body=None, *, role: str = "admin", headers=None) -> dict:
-        hdrs = {"X-API-Key": self.keys[role], "X-Tenant-ID": self.tenant,
-                "Content-Type": "application/json", **(headers or {})}
-        return {
-            "resource": "/{proxy+}", "path": "/api/v1/jobs", "httpMethod": "POST",
-            "headers": hdrs, "multiValueHeaders": {k: [v] for k, v in hdrs.items()},
-            "queryStringParameters": None, "multiValueQueryStringParameters": None,
-            "pathParameters": {"proxy": "api/v1/jobs"}, "stageVariables": None,
-            "requestContext": {"stage": "prod", "path": "/prod/api/v1/jobs",
-                               "httpMethod": "POST", "requestId": "r1",
-                               "resourcePath": "/{proxy+}"},
-            "body": body if body is None or isinstance(body, str) else json.dumps(body),
-            "isBase64Encoded": False,
-        }
-
-    def submit(self, body=None, **kw) -> tuple[int, dict, dict[str, str]]:
-        resp = gateway.handle(self.event(body, **kw), None)
-        headers = {k: v[0] if isinstance(v, list) else v
-                   for k, v in (resp.get("multiValueHeaders") or resp.get("headers") or {}
-                                ).items()}
-        return resp["statusCode"], json.loads(resp["body"]), headers
+    def submit(self, body=None, *, role: str = "admin", headers=None,
+               ) -> tuple[int, dict, dict[str, str]]:
+        """POST /api/v1/jobs with the key of ``role``, in this gateway's tenant."""
+        return call(event("POST", "/api/v1/jobs", body, key=self.keys[role], tenant=self.tenant,
+                          headers=headers))
 
     # ------------------------------------------------------------ reading Redis
 
-    def run(self, coro):
-        return runtime.run(coro)
-
     def meta(self, job_id: str) -> dict[str, str]:
-        raw = self.run(deps.redis().hgetall(f"job:meta:{job_id}"))
+        raw = runtime.run(deps.redis().hgetall(f"job:meta:{job_id}"))
         return {k.decode(): v.decode() for k, v in raw.items()}
 
     def get(self, key: str) -> str | None:
-        value = self.run(deps.redis().get(key))
+        value = runtime.run(deps.redis().get(key))
         return None if value is None else value.decode()
 
     def stored_request(self, job_id: str) -> protocol.JobRequest:
@@ -184,7 +157,7 @@ class Gateway:
 
     def tenant_jobs(self) -> set[str]:
         """Every job of this tenant in job:recent (ids are random; the tenant is ours)."""
-        ids = [m.decode() for m in self.run(deps.redis().zrange("job:recent", 0, -1))]
+        ids = [m.decode() for m in runtime.run(deps.redis().zrange("job:recent", 0, -1))]
         return {j for j in ids if self.meta(j).get("tenant") == self.tenant}
 
     def idempotency_key(self, key: str) -> str:
@@ -196,7 +169,7 @@ class Gateway:
         async def sub():
             nc = await runtime.nats_client()
             return await nc.subscribe(subject)
-        return self.run(sub())
+        return runtime.run(sub())
 
     def job_ids_until(self, sub, sentinel: str, kind: str = "job_request") -> list[str]:
         """Job ids seen on ``sub`` up to and including ``sentinel`` (order is kept per
@@ -214,7 +187,7 @@ class Gateway:
                 seen.append(job_id)
                 if job_id == sentinel:
                     return seen
-        return self.run(read())
+        return runtime.run(read())
 
     # ------------------------------------------------------------ cleanup
 
@@ -245,7 +218,7 @@ class Gateway:
             await r.delete(f"job:tenant:active:{self.tenant}")
             for service in self.services:
                 await service._policy.aclose()
-        self.run(clean())
+        runtime.run(clean())
 
 
 @pytest.fixture
@@ -302,8 +275,8 @@ def test_denied_job_is_stored_denied_with_its_dlq_entry_and_answers_403(gw):
     entry = json.loads(gw.get(f"dlq:entry:{job_id}"))
     assert (entry["reason_code"], entry["status"], entry["topic"], entry["reason"]) == (
         "safety_denied", "DENIED", "job.submit.denied", "denied at submit")
-    assert gw.run(deps.redis().zscore("dlq:index", job_id)) is not None
-    assert not gw.run(deps.redis().sismember(f"job:tenant:active:{gw.tenant}", job_id))
+    assert runtime.run(deps.redis().zscore("dlq:index", job_id)) is not None
+    assert not runtime.run(deps.redis().sismember(f"job:tenant:active:{gw.tenant}", job_id))
     # The scheduler's DLQ notice went out; the job itself was never announced.
     assert job_id in gw.job_ids_until(dlq, job_id, kind="job_result")
     _, sentinel, _ = gw.submit(body())
@@ -348,7 +321,7 @@ def test_require_approval_stores_the_gated_job_as_the_engine_would(gw):
     meta = gw.meta(job_id)
     assert headers["X-Trace-Id"] == meta["trace_id"]
     assert meta["state"] == "APPROVAL_REQUIRED"
-    assert gw.run(deps.redis().zscore("job:index:approval_required", job_id)) is not None
+    assert runtime.run(deps.redis().zscore("job:index:approval_required", job_id)) is not None
     assert json.loads(gw.get(f"ctx:{job_id}"))["prompt"] == "hello"
     stored = gw.stored_request(job_id)
     assert (meta["safety_decision"], meta["safety_reason"], meta["safety_rule_id"]) == (
@@ -371,7 +344,7 @@ def test_require_approval_stores_the_gated_job_as_the_engine_would(gw):
     approved = {**meta, "approval_status": "APPROVED",
                 "approval_policy_snapshot": meta["safety_snapshot"],
                 "approval_job_hash": meta["safety_job_hash"]}
-    verdict, fields = gw.run(engine.decide(stored, gw.tenant, approved))
+    verdict, fields = runtime.run(engine.decide(stored, gw.tenant, approved))
     assert (verdict.decision, verdict.reason, kernel.calls) == (
         Decision.ALLOW, "approval granted", 0)
     assert fields["safety_job_hash"] == meta["safety_job_hash"]
@@ -456,7 +429,7 @@ def test_a_repeated_key_answers_the_first_job_and_creates_nothing(gw):
     assert gw.tenant_jobs() == {job_id}
     assert gw.meta(job_id)["idempotency_key"] == key["Idempotency-Key"]
     # Kept as long as the job's meta, no longer the short claim.
-    ttl = gw.run(deps.redis().ttl(gw.idempotency_key(key["Idempotency-Key"])))
+    ttl = runtime.run(deps.redis().ttl(gw.idempotency_key(key["Idempotency-Key"])))
     assert CLAIM_TTL_S < ttl <= META_TTL_S
     _, sentinel, _ = gw.submit(body())
     assert gw.job_ids_until(submits, sentinel["job_id"]).count(job_id) == 1
@@ -506,7 +479,7 @@ def test_two_concurrent_submits_with_one_key_create_one_job(gw):
             service.submit(who, request, idempotency_key="raced"),
             service.submit(who, request, idempotency_key="raced"))
 
-    one, two = gw.run(both())
+    one, two = runtime.run(both())
 
     assert (one.job_id, one.trace_id) == (two.job_id, two.trace_id)
     assert gw.tenant_jobs() == {one.job_id}
@@ -696,14 +669,14 @@ def test_an_allowed_submit_costs_one_redis_call_and_a_key_two_more(gw):
     who = Principal(tenant=gw.tenant, role="admin", principal_id="")
     request = SubmitJobRequest.model_validate(body())
 
-    gw.run(service.submit(who, request))  # warms the breaker and the script cache
+    runtime.run(service.submit(who, request))  # warms the breaker and the script cache
     redis.commands.clear()
-    gw.run(service.submit(who, request))
+    runtime.run(service.submit(who, request))
     plain = list(redis.commands)
     redis.commands.clear()
-    gw.run(service.submit(who, request, idempotency_key="counted"))
+    runtime.run(service.submit(who, request, idempotency_key="counted"))
     keyed = list(redis.commands)
-    gw.run(redis.aclose())
+    runtime.run(redis.aclose())
 
     assert plain == ["EVALSHA"]
     assert keyed == ["SET", "EVALSHA", "EXPIRE"]

@@ -8,10 +8,12 @@ import pytest
 
 from cordum.config import ConfigError
 from cordum.safety.client import Decision, SafetyClient
-from cordum.safety.kernel import Policy, PolicyKernel, serve
 from cordum.safety.kernel_pki import issue
+from cordum.safety.kernel_service import PolicyKernel
+from cordum.safety.policy_file import Policy
 from cordum.safety.tls import client_tls_from_env, server_tls_from_env
-from tests.integration.test_safety_tls import CONFIG, check, free_port
+from tests.helpers import SHIPPED_POLICY, serving_kernel
+from tests.integration.test_safety_tls import check
 
 
 @pytest.fixture(scope="module")
@@ -21,12 +23,11 @@ def issued():
 
 @pytest.fixture
 def kernel(issued):
-    port = free_port()
     tls = server_tls_from_env({"SAFETY_KERNEL_TLS_CERT": issued.cert_pem,
                                "SAFETY_KERNEL_TLS_KEY": issued.key_pem})
-    server = serve(f"127.0.0.1:{port}", PolicyKernel(Policy(CONFIG / "safety.yaml")), tls=tls)
-    yield f"localhost:{port}"
-    server.stop(grace=0)
+    with serving_kernel(PolicyKernel(Policy(SHIPPED_POLICY)), tls=tls) as addr:
+        # The name the certificate was issued for
+        yield addr.replace("127.0.0.1", "localhost")
 
 
 def test_a_client_with_the_issued_ca_gets_decisions(aloop, issued, kernel):

@@ -18,10 +18,7 @@ from cordum.store.jobs import (
     NewJob,
 )
 from tests.conftest import REDIS_URL
-
-
-def run(coro):
-    return asyncio.new_event_loop().run_until_complete(coro)
+from tests.helpers import run
 
 
 @pytest.fixture

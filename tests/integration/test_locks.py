@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 import pytest
@@ -11,6 +12,7 @@ import redis.asyncio as aioredis
 from cordum.scheduler.errors import RetryAfter
 from cordum.store.locks import JobLocks, LockPolicy, TtlHoldLock, job_lock_key
 from tests.conftest import REDIS_URL
+from tests.helpers import run
 
 FAST_RENEWAL = LockPolicy(ttl_s=0.3, renew_every_s=0.1)
 """A lock that expires after 300 ms unless its renewal (every 100 ms) keeps it."""
@@ -23,9 +25,7 @@ class Env:
         self.job_id = f"lock-{unique}"
         self.key = job_lock_key(self.job_id)
         self.tick_key = f"test:tick-lock:{unique}"
-
-    def run(self, coro):
-        return self.loop.run_until_complete(coro)
+        self.run = functools.partial(run, loop=self.loop)
 
 
 @pytest.fixture
@@ -73,7 +73,8 @@ def test_renewal_keeps_the_lock_past_its_ttl(env):
 
     async def scenario():
         async with locks.job_lock(env.job_id) as lease:
-            await asyncio.sleep(1.0)  # more than three TTLs
+            # Time passing is the point: more than three TTLs, which only renewal outlives.
+            await asyncio.sleep(1.0)
             return lease.lost, await env.redis.get(env.key), lease.token
 
     lost, value, token = env.run(scenario())
@@ -134,8 +135,9 @@ def test_three_failed_renewals_abandon_the_lease_and_it_is_not_released(env):
             await env.redis.delete(env.key)
             await env.redis.hset(env.key, "x", "1")
             await env.redis.pexpire(env.key, 5_000)
+            # Two renewal periods pass (100 ms each): two failures, one short of giving up.
             await asyncio.sleep(0.22)
-            early = lease.lost  # two failures so far
+            early = lease.lost
             await asyncio.wait_for(lease.fence.wait(), 1.0)
             reason = lease.lost_reason
         return early, reason, await env.redis.type(env.key)
@@ -171,6 +173,7 @@ def test_ttl_hold_lock_blocks_a_second_holder_and_is_never_released(env):
         renewed = await lock.renew(token, 0.4)
         foreign_renew = await other.renew("not-the-token")
         pttl = await env.redis.pttl(env.tick_key)
+        # The hold's TTL running out is the point: nothing releases it.
         await asyncio.sleep(0.5)
         after_ttl = await other.try_acquire()
         return token, second, renewed, foreign_renew, pttl, after_ttl

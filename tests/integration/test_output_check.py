@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from concurrent import futures
 
 import grpc
@@ -12,13 +11,14 @@ import redis.asyncio as aioredis
 
 from cordum import protocol
 from cordum.safety.failmode import FailMode
-from cordum.safety.kernel import Policy
 from cordum.safety.output_client import OutputPolicyClient
 from cordum.safety.output_policy import REDACTED, OutputDecision
 from cordum.safety.output_service import add_output_policy_service
+from cordum.safety.policy_file import Policy
 from cordum.scheduler.output_check import REDACTED_TTL_S, OutputChecker
 from cordum.store.results import DECISION_TTL_S, decision_key, redacted_key
 from tests.conftest import REDIS_URL
+from tests.helpers import free_port
 
 SAFETY_YAML = """
 output_policy: {enabled: true, fail_mode: closed}
@@ -29,12 +29,6 @@ output_rules:
   - {id: pii, decision: redact, match: {topics: [job.pii, job.mask-pii]}}
   - {id: leak, decision: quarantine, match: {keywords: [BEGIN PRIVATE KEY]}}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

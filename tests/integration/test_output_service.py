@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from concurrent import futures
 
 import grpc
 import pytest
 
 from cordum.safety.failmode import FailMode
-from cordum.safety.kernel import Policy
 from cordum.safety.output_client import (
     OutputCheckRequest,
     OutputPolicyClient,
@@ -19,6 +17,8 @@ from cordum.safety.output_client import (
 )
 from cordum.safety.output_policy import REDACTED, OutputDecision
 from cordum.safety.output_service import CHECK_META_METHOD, add_output_policy_service
+from cordum.safety.policy_file import Policy
+from tests.helpers import free_port, serving_kernel
 
 SAFETY_YAML = """
 default_decision: deny
@@ -37,12 +37,6 @@ output_rules:
     decision: redact
     match: {content_patterns: ['sk-[a-z0-9]{8}']}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -177,9 +171,7 @@ def test_fail_mode_env_wins_over_safety_yaml(tmp_path):
 
 def test_the_safety_kernel_process_serves_the_output_policy_too(tmp_path):
     """The kernel's own server answers the output service from its policy file."""
-    import socket
 
-    from cordum.safety.kernel import Policy, serve
     from cordum.safety.output_client import OutputCheckRequest, OutputPolicyClient
 
     path = tmp_path / "safety.yaml"
@@ -191,11 +183,7 @@ def test_the_safety_kernel_process_serves_the_output_policy_too(tmp_path):
         "    decision: quarantine\n"
         "    reason: secret in output\n"
         "    match: {keywords: [BEGIN PRIVATE KEY]}\n")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        addr = f"127.0.0.1:{sock.getsockname()[1]}"
-    server = serve(addr, Policy(path))
-    try:
+    with serving_kernel(path) as addr:
         client = OutputPolicyClient(addr)
         loop = asyncio.new_event_loop()
         req = OutputCheckRequest(job_id="j1", topic="job.default", tenant="t")
@@ -203,5 +191,3 @@ def test_the_safety_kernel_process_serves_the_output_policy_too(tmp_path):
             client.check_content(req, "-----BEGIN PRIVATE KEY-----", timeout_s=5))
         assert verdict.decision.value == "QUARANTINE" and verdict.rule_id == "no-secrets"
         loop.close()
-    finally:
-        server.stop(grace=0)

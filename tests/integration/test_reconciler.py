@@ -8,6 +8,7 @@ test, whatever else the shared Redis holds.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from pathlib import Path
 
@@ -23,8 +24,9 @@ from cordum.scheduler.reconciler import (
     timeout_reason,
 )
 from cordum.store.indexes import JobIndexes
-from cordum.store.jobs import DEADLINE_KEY, JobState, JobStore, NewJob, index_key
+from cordum.store.jobs import DEADLINE_KEY, JobState, JobStore, NewJob, index_key, tenant_active_key
 from tests.conftest import REDIS_URL
+from tests.helpers import forget_jobs, run
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 
@@ -43,9 +45,7 @@ class Env:
         self.store = JobStore(self.redis)
         self.indexes = JobIndexes(self.redis)
         self.ids: list[str] = []
-
-    def run(self, coro):
-        return self.loop.run_until_complete(coro)
+        self.run = functools.partial(run, loop=self.loop)
 
     def job(self, name: str, path: list[JobState], age_min: float | None = None) -> str:
         """A job walked through ``path``; with ``age_min`` its index entry is that old."""
@@ -74,16 +74,9 @@ class Env:
         return self.run(reconciler.tick())
 
     def cleanup(self) -> None:
-        for job_id in self.ids:
-            self.run(self.redis.delete(f"job:meta:{job_id}", f"job:req:{job_id}",
-                                       f"ctx:{job_id}", f"job:events:{job_id}",
-                                       f"trace:tr-{job_id}", f"dlq:entry:{job_id}"))
-            for state in JobState:
-                self.run(self.redis.zrem(index_key(state), job_id))
-            self.run(self.redis.zrem(DEADLINE_KEY, job_id))
-            self.run(self.redis.zrem("job:recent", job_id))
-            self.run(self.redis.zrem("dlq:index", job_id))
-        self.run(self.redis.delete(f"job:tenant:active:t-{self.unique}"))
+        # Nothing here is published: no stack beside the tests can know these jobs.
+        self.run(forget_jobs(self.redis, self.ids, tombstone=False))
+        self.run(self.redis.delete(tenant_active_key(f"t-{self.unique}")))
         self.run(self.redis.aclose())
         self.loop.close()
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -36,6 +35,7 @@ from redis.exceptions import AuthenticationError, ReadOnlyError
 
 from cordum import runtime
 from cordum.config import ConfigError, load_settings
+from tests.helpers import free_port
 from tests.integration.test_safety_tls import make_ca, make_server_cert
 
 REDIS_SERVER = shutil.which("redis-server")
@@ -46,12 +46,6 @@ START_TIMEOUT_S = 10.0
 SYNC_TIMEOUT_S = 10.0
 
 WRITE_SCRIPT = "return redis.call('SET', KEYS[1], ARGV[1])"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RedisNode:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +17,7 @@ from redis.backoff import NoBackoff
 from cordum.registry.reader import SnapshotReader
 from cordum.registry.snapshot import HEARTBEAT_TTL_S
 from tests.conftest import REDIS_URL
+from tests.helpers import free_port
 
 REGISTRY_LOGGER = "cordum.registry.reader"
 
@@ -146,10 +146,7 @@ def test_corrupt_or_missing_snapshot_is_a_cold_start_with_one_warning(env, caplo
 
 def test_unreachable_redis_is_no_workers_not_an_error(env, caplog):
     loop, _ = env
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dead = aioredis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.2,
+    dead = aioredis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2,
                           retry=Retry(NoBackoff(), 0))
     registry = SnapshotReader(dead, max_age_s=0)
     caplog.set_level(logging.WARNING, logger=REGISTRY_LOGGER)

@@ -7,6 +7,7 @@ clock there too, so a tick only sees the jobs of its own test.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import pytest
 import redis.asyncio as aioredis
@@ -17,8 +18,9 @@ from cordum.scheduler.errors import RetryAfter
 from cordum.scheduler.reconciler import ReconcilerTimeouts
 from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
 from cordum.store.indexes import JobIndexes
-from cordum.store.jobs import JobState, JobStore, NewJob, index_key
+from cordum.store.jobs import JobState, JobStore, NewJob, index_key, tenant_active_key
 from tests.conftest import REDIS_URL
+from tests.helpers import forget_jobs, run
 
 BASE_US = 1_104_537_600_000_000
 """2005-01-01T00:00:00Z in µs: "now" for the replayer in these tests."""
@@ -45,9 +47,7 @@ class Env:
         self.redis = aioredis.Redis.from_url(REDIS_URL)
         self.store = JobStore(self.redis)
         self.ids: list[str] = []
-
-    def run(self, coro):
-        return self.loop.run_until_complete(coro)
+        self.run = functools.partial(run, loop=self.loop)
 
     def job(self, name: str, state: JobState = JobState.PENDING, *, age_min: float | None = 5,
             labels: dict[str, str] | None = None) -> str:
@@ -74,14 +74,9 @@ class Env:
         return self.run(replayer.tick())
 
     def cleanup(self) -> None:
-        for job_id in self.ids:
-            self.run(self.redis.delete(f"job:meta:{job_id}", f"job:req:{job_id}",
-                                       f"ctx:{job_id}", f"job:events:{job_id}",
-                                       f"trace:tr-{job_id}"))
-            for state in JobState:
-                self.run(self.redis.zrem(index_key(state), job_id))
-            self.run(self.redis.zrem("job:recent", job_id))
-        self.run(self.redis.delete(f"job:tenant:active:t-{self.unique}"))
+        # The engine is a recording stand-in: nothing is published, no tombstone needed.
+        self.run(forget_jobs(self.redis, self.ids, tombstone=False))
+        self.run(self.redis.delete(tenant_active_key(f"t-{self.unique}")))
         self.run(self.redis.aclose())
         self.loop.close()
 

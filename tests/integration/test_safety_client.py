@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import socket
 from pathlib import Path
 
 import grpc
@@ -15,7 +14,6 @@ from cordum import protocol
 from cordum.config import ConfigError
 from cordum.safety.breaker import BreakerPolicy, CircuitBreaker, CircuitState
 from cordum.safety.client import (
-    CHANNEL_OPTIONS,
     CIRCUIT_OPEN_REASON,
     MAX_INPUT_CONTENT_BYTES,
     Decision,
@@ -26,20 +24,17 @@ from cordum.safety.client import (
     verdict_from_response,
 )
 from cordum.safety.failmode import FailMode, input_fail_mode
-from cordum.safety.kernel import ALLOW_ALL_RULE, Policy, serve
+from cordum.safety.kernel import DEFAULT_TOPIC_RULE, serve
+from cordum.safety.kernel_call import CHANNEL_OPTIONS
+from cordum.safety.policy_file import Policy
 from tests.conftest import REDIS_URL
+from tests.helpers import free_port, serving_kernel
 
 # Generated CAP modules resolve only once cordum.protocol has been imported.
 safety_pb2 = importlib.import_module("cordum.agent.v1.safety_pb2")
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 OPEN_S = 0.3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class CountingInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
@@ -83,7 +78,7 @@ def test_allow_passes_through_with_rule_and_snapshot(harness):
     state = loop.run_until_complete(breaker.state())
 
     assert verdict.decision is Decision.ALLOW
-    assert verdict.rule_id == ALLOW_ALL_RULE
+    assert verdict.rule_id == DEFAULT_TOPIC_RULE
     assert verdict.policy_snapshot == policy.snapshot
     assert verdict.constraints is None and verdict.approval_required is False
     assert counter.calls == 1
@@ -109,6 +104,7 @@ def test_kernel_down_opens_the_circuit_and_a_restart_recovers(harness):
 
     # Given the kernel is back on the same port and the open window has passed
     servers.append(serve(addr, policy))
+    # The open window runs on the Redis clock: only waiting moves it on.
     loop.run_until_complete(asyncio.sleep(OPEN_S + 0.05))
     # When two probe checks succeed, then the circuit is closed again
     first = loop.run_until_complete(client.check(job(), "t1"))
@@ -215,10 +211,8 @@ rules:
 def deriving_kernel(tmp_path):
     path = tmp_path / "safety.yaml"
     path.write_text(DERIVING)
-    addr = f"127.0.0.1:{free_port()}"
-    server = serve(addr, Policy(path))
-    yield addr
-    server.stop(grace=0)
+    with serving_kernel(path) as addr:
+        yield addr
 
 
 def transfer(unique: str, **labels: str) -> protocol.JobRequest:

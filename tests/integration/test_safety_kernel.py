@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import socket
 import time
 from pathlib import Path
 
@@ -12,14 +11,11 @@ import grpc
 import pytest
 
 from cordum import protocol  # noqa: F401  (makes cordum.agent.v1 importable)
-from cordum.safety.kernel import (
-    DecisionCache,
-    Policy,
-    PolicyKernel,
-    candidate_metadata,
-    serve,
-)
-from cordum.safety.policy import snapshot_of
+from cordum.safety.decision_cache import DecisionCache
+from cordum.safety.kernel import serve
+from cordum.safety.kernel_service import PolicyKernel, candidate_metadata
+from cordum.safety.policy_file import Policy, snapshot_of
+from tests.helpers import free_port
 
 job_pb2 = importlib.import_module("cordum.agent.v1.job_pb2")
 safety_pb2 = importlib.import_module("cordum.agent.v1.safety_pb2")
@@ -59,12 +55,6 @@ rules:
   - {id: allow-ok, match: {topics: [job.ok]}, decision: allow}
   - {id: review, match: {topics: [job.review]}, decision: require_approval}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def bump(path: Path, text: str) -> None:
@@ -242,7 +232,7 @@ def test_reload_is_rate_limited_by_check_interval(tmp_path):
     path.write_text(CACHED_POLICY)
     policy = Policy(path, check_interval_s=60)
     bump(path, "default_decision: allow\n")
-    time.sleep(0.01)
+    time.sleep(0.01)  # some time passes, far less than the 60 s check interval
     assert policy.refresh().snapshot == policy.snapshot
     assert policy.snapshots == [policy.snapshot]
 

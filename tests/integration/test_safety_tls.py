@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,9 @@ from cryptography.x509.oid import NameOID
 from cordum import protocol
 from cordum.config import ConfigError
 from cordum.safety.client import Decision, SafetyClient
-from cordum.safety.kernel import DEFAULT_TOPIC_RULE, Policy, PolicyKernel, serve
+from cordum.safety.kernel import DEFAULT_TOPIC_RULE, serve
+from cordum.safety.kernel_service import PolicyKernel
+from cordum.safety.policy_file import Policy
 from cordum.safety.tls import (
     PLAINTEXT,
     ClientTLS,
@@ -28,14 +29,9 @@ from cordum.safety.tls import (
     client_tls_from_env,
     server_tls_from_env,
 )
+from tests.helpers import free_port, serving_kernel
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _name(cn: str) -> x509.Name:
@@ -96,11 +92,9 @@ def pki(tmp_path_factory):
 @pytest.fixture
 def tls_kernel(pki):
     """A kernel serving TLS only, with the shipped policy."""
-    addr = f"127.0.0.1:{free_port()}"
-    server = serve(addr, PolicyKernel(Policy(CONFIG / "safety.yaml"), cache_ttl_s=0),
-                   tls=ServerTLS.from_files(pki["cert"], pki["key"]))
-    yield addr
-    server.stop(grace=0)
+    with serving_kernel(PolicyKernel(Policy(CONFIG / "safety.yaml"), cache_ttl_s=0),
+                        tls=ServerTLS.from_files(pki["cert"], pki["key"])) as addr:
+        yield addr
 
 
 def job() -> protocol.JobRequest:

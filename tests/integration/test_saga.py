@@ -35,6 +35,7 @@ from cordum.scheduler.saga import (
 )
 from cordum.store.saga import lock_key, recorded_key, saga_key, stack_key
 from tests.conftest import NATS_URL, REDIS_URL
+from tests.helpers import drop_from_stream
 
 CRITICAL = protocol.JobPriority.JOB_PRIORITY_CRITICAL
 WEEK_S = 7 * 24 * 3600
@@ -50,7 +51,7 @@ class Checker:
 
     async def check(self, req: protocol.JobRequest, tenant: str) -> SafetyVerdict:
         self.checked.append((req.job_id, tenant))
-        await asyncio.sleep(self.pause_s)
+        await asyncio.sleep(self.pause_s)  # the stand-in's latency, as a slow kernel's
         return SafetyVerdict(self.decision, "stand-in")
 
 
@@ -108,38 +109,33 @@ class Env:
         await self.nc.flush()
         return sub
 
-    async def ours(self, sub, timeout: float = 0.5) -> list[protocol.BusPacket]:
-        """Packets of this workflow received on ``sub`` until it stays quiet."""
+    async def ours(self, sub) -> list[protocol.BusPacket]:
+        """Packets of this workflow published on ``sub`` by the calls made so far.
+
+        Every publish was acknowledged (JetStream) or flushed (core NATS) before its call
+        returned: the server has queued them for us, and one round trip on this
+        connection brings them in ahead of its answer.
+        """
+        await self.nc.flush()
         out: list[protocol.BusPacket] = []
-        while True:
-            try:
-                msg = await sub.next_msg(timeout=timeout)
-            except nats.errors.TimeoutError:
-                return out
-            packet = protocol.decode(msg.data).packet
+        for _ in range(sub.pending_msgs):
+            packet = protocol.decode((await sub.next_msg()).data).packet
             kind = packet.WhichOneof("payload")
             if kind == "job_request" and \
                     packet.job_request.labels.get("saga_workflow_id") == self.wf:
                 out.append(packet)
             elif kind == "job_result" and self.wf in packet.job_result.error_message:
                 out.append(packet)
+        return out
 
     async def stack(self) -> list[Any]:
         return await self.redis.lrange(stack_key(self.tenant, self.wf), 0, -1)
 
     async def cleanup(self) -> None:
         if self.nc is not None:
-            js = self.nc.jetstream()
-            last = (await js.stream_info(self.stream)).state.last_seq
-            for seq in range(self.first_seq, last + 1):
-                try:
-                    raw = await js.get_msg(self.stream, seq)
-                except Exception:  # consumed or deleted already
-                    continue
-                packet = protocol.BusPacket()
-                packet.ParseFromString(raw.data or b"")
-                if packet.job_request.labels.get("saga_workflow_id") == self.wf:
-                    await js.delete_msg(self.stream, seq)
+            await drop_from_stream(
+                self.nc.jetstream(), self.stream, self.first_seq,
+                lambda packet: packet.job_request.labels.get("saga_workflow_id") == self.wf)
             await self.nc.close()
         keys = await self.redis.keys(f"saga:*:{self.wf}:*")
         if keys:

@@ -13,7 +13,8 @@ from redis.retry import Retry
 
 from cordum import protocol  # noqa: F401  (makes cordum.agent.v1 importable)
 from cordum.config import ConfigError
-from cordum.safety.kernel import Policy, PolicyKernel
+from cordum.safety.kernel_service import PolicyKernel
+from cordum.safety.policy_file import Policy
 from cordum.safety.velocity import (
     VELOCITY_KEY_PREFIX,
     RedisVelocityCounter,

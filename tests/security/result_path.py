@@ -5,10 +5,9 @@ gateway's own event loop, and read back over HTTP."""
 from __future__ import annotations
 
 import json
-import socket
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from google.protobuf import json_format
 
@@ -18,7 +17,6 @@ from cordum.config import PoolsConfig, settings
 from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
 from cordum.safety.failmode import FailMode
-from cordum.safety.kernel import Policy, serve
 from cordum.safety.output_client import OutputPolicyClient
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
@@ -27,10 +25,8 @@ from cordum.scheduler.packets import Outcome
 from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
-from tests.security.conftest import ALICE, call, event, forget_jobs, meta_of
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from tests.helpers import call, event, forget_jobs
+from tests.security.conftest import ALICE, meta_of
 
 SAFETY_YAML = r"""
 default_decision: allow
@@ -42,17 +38,6 @@ output_rules:
 """
 TOPICS = ["job.default", "job.blocked"]
 PRIVATE_KEY = "-----BEGIN PRIVATE KEY----- MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"
-
-
-def start_kernel(tmp: Path) -> tuple[str, Any]:
-    """A safety kernel (with its output policy service) on a free port."""
-    path = tmp / "safety.yaml"
-    path.write_text(SAFETY_YAML)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    addr = f"127.0.0.1:{port}"
-    return addr, serve(addr, Policy(path))
 
 
 class HeldContentCheck:

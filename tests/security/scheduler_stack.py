@@ -31,7 +31,7 @@ from cordum.store.indexes import JobIndexes
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
 from tests.conftest import NATS_URL
-from tests.security.conftest import forget_jobs
+from tests.helpers import drop_from_stream, forget_jobs
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 TOPIC = "job.default"
@@ -115,15 +115,13 @@ class Submitted:
         return self
 
     async def collect(self) -> list[protocol.BusPacket]:
-        """The packets so far. The publishes awaited their stream ack, so a round trip
-        on this connection has them delivered; the read ends once it stays quiet."""
+        """The packets so far. The publishes awaited their stream ack, so the server has
+        queued them for us: a round trip on this connection brings them in ahead of its
+        answer, and the read takes what is queued."""
         await self.nc.flush()
-        while True:
-            try:
-                msg = await self.sub.next_msg(timeout=0.2)
-            except nats.errors.TimeoutError:
-                return self.packets
-            self.packets.append(protocol.decode(msg.data).packet)
+        for _ in range(self.sub.pending_msgs):
+            self.packets.append(protocol.decode((await self.sub.next_msg()).data).packet)
+        return self.packets
 
     async def compensations(self, workflow_id: str) -> list[protocol.JobRequest]:
         return [p.job_request for p in await self.collect()
@@ -131,14 +129,9 @@ class Submitted:
 
     async def close(self, job_ids: list[str], workflow_ids: list[str]) -> None:
         """Take the test's own jobs and compensations off the stream, then disconnect."""
-        js = self.nc.jetstream()
-        last = (await js.stream_info(self.stream)).state.last_seq
-        for seq in range(self.first_seq, last + 1):
-            try:
-                raw = await js.get_msg(self.stream, seq)
-            except Exception:  # consumed or deleted already
-                continue
-            req = protocol.BusPacket.FromString(raw.data or b"").job_request
-            if req.job_id in job_ids or req.labels.get("saga_workflow_id") in workflow_ids:
-                await js.delete_msg(self.stream, seq)
+        def ours(packet: protocol.BusPacket) -> bool:
+            req = packet.job_request
+            return req.job_id in job_ids or req.labels.get("saga_workflow_id") in workflow_ids
+
+        await drop_from_stream(self.nc.jetstream(), self.stream, self.first_seq, ours)
         await self.nc.close()

@@ -21,7 +21,7 @@ from cordum.config import PoolsConfig, load_settings
 from cordum.gateway import deps
 from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
-from cordum.safety.kernel import Policy
+from cordum.safety.policy_file import Policy
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
 from cordum.scheduler.strategy import LeastLoadedStrategy
@@ -29,7 +29,8 @@ from cordum.store.indexes import JobIndexes
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
 from tests.conftest import NATS_URL, REDIS_URL
-from tests.security.conftest import BOB, call, event, forget_jobs, meta_of
+from tests.helpers import call, event, forget_jobs
+from tests.security.conftest import BOB, meta_of
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 GATED_TOPIC = "job.echo.approval"

@@ -22,7 +22,8 @@ from cordum import runtime
 from cordum.bus.streams import ensure_stream
 from cordum.store import jobs
 from cordum.store.jobs import META_TTL_S, JobState, JobStore, NewJob, index_key
-from tests.security.conftest import call, configure, event
+from tests.helpers import call, event
+from tests.security.conftest import configure
 
 OTHER_JOBS = 3000
 """Jobs of the other tenant, all newer than the caller's."""

@@ -20,7 +20,8 @@ from google.protobuf import json_format
 from cordum import protocol, runtime
 from cordum.scheduler.batch import VisibilityDelayer, process_batch
 from cordum.scheduler.errors import UnparseableRecord
-from tests.security.conftest import CAROL, call, event, meta_of
+from tests.helpers import call, event
+from tests.security.conftest import CAROL, meta_of
 from tests.security.scheduler_stack import TOPIC, Scheduler
 
 

@@ -10,20 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from html.parser import HTMLParser
 from urllib.parse import urlsplit
 
 import pytest
 
 from tests.conftest import NATS_URL
-from tests.security.conftest import ALICE, BOB, call, configure, event
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.helpers import call, event, free_port
+from tests.security.conftest import ALICE, BOB, configure
 
 
 def leaks(raw: str, *secrets: str) -> list[str]:
@@ -34,7 +28,7 @@ def leaks(raw: str, *secrets: str) -> list[str]:
 
 @pytest.mark.parametrize("path", ["/health", "/api/v1/health"])
 def test_health_with_redis_down_names_no_host_or_error(gateway, monkeypatch, path):
-    port = closed_port()
+    port = free_port()
     configure(monkeypatch, REDIS_URL=f"redis://localhost:{port}/0")
     status, body, _ = call(event("GET", path, key=None if path == "/health" else ALICE))
     assert status == 503, body
@@ -44,7 +38,7 @@ def test_health_with_redis_down_names_no_host_or_error(gateway, monkeypatch, pat
 
 
 def test_health_with_nats_down_names_no_host_or_error(gateway, monkeypatch):
-    port = closed_port()
+    port = free_port()
     configure(monkeypatch, NATS_URL=f"nats://localhost:{port}")
     status, body, _ = call(event("GET", "/health", key=None))
     assert status == 503, body

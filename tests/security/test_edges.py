@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from cordum.gateway.jobs import JobService
-from tests.security.conftest import ALICE, BOB, call, event
+from tests.helpers import REQUEST_ID, call, event
+from tests.security.conftest import ALICE, BOB
 
 
 def answer(ev: dict[str, Any]) -> tuple[int, Any, dict[str, Any]]:
@@ -41,12 +42,12 @@ def nested(depth: int) -> str:
 
 
 def test_a_body_of_100000_brackets_is_a_400(gateway):
-    status, body, headers = answer(event("POST", "/api/v1/jobs", "[" * 100_000))
+    status, body, headers = answer(event("POST", "/api/v1/jobs", "[" * 100_000, key=ALICE))
     assert_error(status, body, headers, 400)
 
 
 def test_nesting_beyond_32_levels_inside_an_object_is_a_400(gateway):
-    status, body, headers = answer(event("POST", "/api/v1/jobs", nested(40)))
+    status, body, headers = answer(event("POST", "/api/v1/jobs", nested(40), key=ALICE))
     assert_error(status, body, headers, 400)
     assert "deep" in body["error"], body
 
@@ -54,20 +55,20 @@ def test_nesting_beyond_32_levels_inside_an_object_is_a_400(gateway):
 def test_a_lone_surrogate_in_the_body_is_a_400(gateway):
     # Lambda hands the body over as text; an unpaired surrogate is no UTF-8 at all.
     for raw in ('{"prompt": "a\udcffb"}', '{"prompt": "a\\ud800b"}'):
-        status, body, headers = answer(event("POST", "/api/v1/jobs", raw))
+        status, body, headers = answer(event("POST", "/api/v1/jobs", raw, key=ALICE))
         assert_error(status, body, headers, 400)
 
 
 def test_a_base64_body_is_decoded_and_must_be_utf8(gateway):
     bad = base64.b64encode(b'{"prompt": "caf\xe9"}').decode()
-    ev = event("POST", "/api/v1/jobs", bad)
+    ev = event("POST", "/api/v1/jobs", bad, key=ALICE)
     ev["isBase64Encoded"] = True
     status, body, headers = answer(ev)
     assert_error(status, body, headers, 400)
     assert "UTF-8" in body["error"], body
     # The same body, valid this time, is read as the JSON it carries.
     good = base64.b64encode('{"prompt": "café"}'.encode()).decode()
-    ev = event("POST", "/api/v1/jobs", good)
+    ev = event("POST", "/api/v1/jobs", good, key=ALICE)
     ev["isBase64Encoded"] = True
     status, body, _ = answer(ev)
     assert status == 200 and body["job_id"], body
@@ -86,7 +87,7 @@ def test_a_base64_body_is_decoded_and_must_be_utf8(gateway):
 ])
 def test_control_characters_in_a_path_id_are_a_400(gateway, method, path):
     body = {"reason": "ok"} if "approve" in path else None
-    status, err, headers = answer(event(method, path, body))
+    status, err, headers = answer(event(method, path, body, key=ALICE))
     assert_error(status, err, headers, 400)
     assert err["code"] == "invalid_request", err
 
@@ -105,7 +106,7 @@ def test_an_unexpected_error_is_a_500_json_with_a_request_id(gateway, monkeypatc
     assert body["code"] == "internal_error", body
     assert "secret-host" not in json.dumps(body) and "RuntimeError" not in json.dumps(body)
     # The operator finds the exception in the log under the id the caller quotes.
-    logged = [r for r in caplog.records if r.exc_info and "sec-r1" in r.getMessage()]
+    logged = [r for r in caplog.records if r.exc_info and REQUEST_ID in r.getMessage()]
     assert logged, [r.getMessage() for r in caplog.records]
 
 
@@ -117,8 +118,8 @@ def test_an_unexpected_error_while_submitting_is_a_500_json(gateway, monkeypatch
 
 
 def test_an_event_the_resolver_cannot_read_is_a_500_json(gateway):
-    ev = event("GET", "/api/v1/jobs/x")
+    ev = event("GET", "/api/v1/jobs/x", key=ALICE)
     del ev["httpMethod"]
     status, body, headers = answer(ev)
     assert_error(status, body, headers, 500)
-    assert headers["X-Request-Id"] == "sec-r1"
+    assert headers["X-Request-Id"] == REQUEST_ID

@@ -17,7 +17,8 @@ import pytest
 from cordum import runtime
 from cordum.gateway.auth import key_id
 from cordum.store.indexes import JobIndexes
-from tests.security.conftest import ALICE, BOB, KEYS, call, configure, event, forget_jobs, meta_of
+from tests.helpers import call, event, forget_jobs
+from tests.security.conftest import ALICE, BOB, KEYS, configure, meta_of
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 GATED_TOPIC = "job.echo.approval"

@@ -12,7 +12,8 @@ import pytest
 from cordum import runtime
 from cordum.gateway import deps
 from cordum.gateway.auth import key_id
-from tests.security.conftest import ALICE, KEYS, call, configure, event, meta_of
+from tests.helpers import call, event
+from tests.security.conftest import ALICE, KEYS, configure, meta_of
 from tests.security.test_identity import forget
 
 NO_ROLE = "no-role-key-0123456789"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.security.conftest import BOB, call, event
+from tests.helpers import call, event
+from tests.security.conftest import BOB
 
 RESERVED = [
     "approval_granted", "approval_snapshot", "approval_reason", "approval_note",

@@ -16,21 +16,14 @@ from cordum.gateway import deps
 from cordum.gateway.auth import Principal
 from cordum.safety.output_service import MAX_CONTENT_BYTES
 from tests.security.conftest import configure, meta_of
-from tests.security.result_path import PRIVATE_KEY, ResultPath, start_kernel
-
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
-    addr, server = start_kernel(tmp_path_factory.mktemp("output"))
-    yield addr
-    server.stop(grace=0)
+from tests.security.result_path import PRIVATE_KEY, ResultPath
 
 
 @pytest.fixture
-def path(gateway, kernel, monkeypatch):
+def path(gateway, output_kernel, monkeypatch):
     # As deployed: every function, the gateway too, runs with the output policy on.
     configure(monkeypatch, OUTPUT_POLICY_ENABLED="true")
-    world = ResultPath(kernel, output=True)
+    world = ResultPath(output_kernel, output=True)
     yield world
     world.close()
 
@@ -57,7 +50,7 @@ def test_quarantined_output_is_not_served(path, topic, output, phase):
 
 
 def test_succeeded_output_is_not_served_before_the_content_scan_decides(
-        gateway, kernel, monkeypatch):
+        gateway, output_kernel, monkeypatch):
     configure(monkeypatch, OUTPUT_POLICY_ENABLED="true")
     seen: dict[str, dict] = {}
     alice = Principal(tenant="default", role="admin", principal_id="alice")
@@ -66,7 +59,7 @@ def test_succeeded_output_is_not_served_before_the_content_scan_decides(
         # The job is SUCCEEDED (sync phase passed) while its content is being scanned.
         seen[job_id] = await deps.jobs().get(alice, job_id)
 
-    world = ResultPath(kernel, output=True, during=look)
+    world = ResultPath(output_kernel, output=True, during=look)
     try:
         # Given a SUCCEEDED job whose content scan has not decided yet
         job_id = world.submit("write something")

@@ -22,9 +22,11 @@ from typing import Any
 import pytest
 
 from cordum.safety.client import Decision, SafetyClient
-from cordum.safety.kernel import Policy, PolicyKernel, serve
+from cordum.safety.kernel_service import PolicyKernel
+from cordum.safety.policy_file import Policy
 from cordum.safety.tls import client_tls_from_env, server_tls_from_env
 from cordum.safety.velocity import velocity_from_env
+from tests.helpers import SHIPPED_POLICY, serving_kernel
 from tests.infra.test_synth import (
     CDK_DIR,
     LOCAL_REDIS,
@@ -34,7 +36,7 @@ from tests.infra.test_synth import (
     _stack,
     inputs,  # noqa: F401  (the module fixture: stand-in layer, handlers, config)
 )
-from tests.integration.test_safety_tls import CONFIG, check, free_port, pki  # noqa: F401
+from tests.integration.test_safety_tls import check, pki  # noqa: F401
 
 cdk = pytest.importorskip("aws_cdk")
 from aws_cdk.assertions import Template  # noqa: E402
@@ -144,16 +146,13 @@ def test_kernel_and_clients_take_their_pem_from_the_variables(aloop, pki: dict[s
                   "SAFETY_KERNEL_TLS_KEY": pki["key"].read_text()}
     client_env = {"SAFETY_KERNEL_TLS_CA": pki["ca"].read_text(),
                   "SAFETY_KERNEL_TLS_REQUIRED": "true"}
-    port = free_port()
-    server = serve(f"127.0.0.1:{port}", PolicyKernel(Policy(CONFIG / "safety.yaml")),
-                   tls=server_tls_from_env(server_env))
-    try:
-        client = SafetyClient(f"localhost:{port}", 2.0, tls=client_tls_from_env(client_env))
+    with serving_kernel(PolicyKernel(Policy(SHIPPED_POLICY)),
+                        tls=server_tls_from_env(server_env)) as addr:
+        client = SafetyClient(addr.replace("127.0.0.1", "localhost"), 2.0,
+                              tls=client_tls_from_env(client_env))
         # Then the client verifies the kernel and gets its decision over TLS
         assert client.secure
         assert check(aloop, client).decision is Decision.ALLOW
-    finally:
-        server.stop(grace=0)
 
 
 def test_kernel_velocity_authenticates_to_the_stacks_redis() -> None:

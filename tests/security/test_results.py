@@ -12,21 +12,14 @@ import pytest
 
 from cordum import protocol
 from tests.security.conftest import CAROL, meta_of
-from tests.security.result_path import ResultPath, start_kernel
+from tests.security.result_path import ResultPath
 
 SECRET = "acme quarterly numbers: 4711"
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
-    addr, server = start_kernel(tmp_path_factory.mktemp("results"))
-    yield addr
-    server.stop(grace=0)
-
-
 @pytest.fixture
-def path(gateway, kernel):
-    world = ResultPath(kernel)
+def path(gateway, output_kernel):
+    world = ResultPath(output_kernel)
     yield world
     world.close()
 

@@ -13,9 +13,11 @@ import pytest
 import redis
 
 from cordum import protocol  # noqa: F401  (makes cordum.agent.v1 importable)
-from cordum.safety.kernel import Policy, PolicyKernel
-from cordum.safety.policy import DecisionKind, PolicyInput, VelocityCounter, parse_policy
-from cordum.safety.velocity import VELOCITY_KEY_PREFIX, RedisVelocityCounter
+from cordum.safety.kernel_service import PolicyKernel
+from cordum.safety.matching import PolicyInput
+from cordum.safety.policy_document import DecisionKind
+from cordum.safety.policy_file import Policy, parse_policy
+from cordum.safety.velocity import VELOCITY_KEY_PREFIX, RedisVelocityCounter, VelocityCounter
 from tests.conftest import REDIS_URL
 
 safety_pb2 = importlib.import_module("cordum.agent.v1.safety_pb2")

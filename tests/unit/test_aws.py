@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from cordum import aws
+
+
+@pytest.fixture(autouse=True)
+def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials in the environment: without them botocore asks the EC2 metadata
+    service (a network call) while it builds a client."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
 
 
 def test_every_client_fails_fast():

@@ -10,7 +10,7 @@ from cordum.safety.output_policy import (
     OutputInput,
     parse_output_policy,
 )
-from cordum.safety.policy import PolicyError, parse_policy
+from cordum.safety.policy_file import PolicyError, parse_policy
 
 
 def policy(rules, output_policy=None, **extra):

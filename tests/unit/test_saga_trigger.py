@@ -6,7 +6,6 @@ Invoke request (the function cannot run here, so nothing else is observable).
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import time
@@ -23,15 +22,12 @@ from cordum.scheduler.saga_trigger import (
     RollbackTriggerError,
     default_rollback_trigger,
 )
+from tests.helpers import run
 
 
 def lambda_client():
     return boto3.client("lambda", region_name="us-east-1", aws_access_key_id="testing",
                         aws_secret_access_key="testing")
-
-
-def run(coro):
-    return asyncio.new_event_loop().run_until_complete(coro)
 
 
 class FakeSaga:
@@ -89,6 +85,9 @@ def test_lambda_trigger_rejects_an_unexpected_status():
 
 def test_lambda_client_is_created_lazily_and_shared(monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    # Without credentials in the environment botocore would ask the EC2 metadata service.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     saga_trigger._lambda_client.cache_clear()
     first = LambdaRollbackTrigger("fn")
     second = LambdaRollbackTrigger("fn")

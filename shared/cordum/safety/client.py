@@ -5,12 +5,9 @@ attempts. An unreachable kernel is reported as UNAVAILABLE, which the scheduler
 handles by its input fail mode (closed: retry later). An open breaker answers
 UNAVAILABLE "safety kernel circuit open" without calling the kernel.
 
-Lambda freezes the process between invocations and gRPC keepalives do not run
-meanwhile, so a thawed container may hold a dead socket. After UNAVAILABLE or any
-other transport error the channel is dropped and rebuilt; after UNAVAILABLE the
-call is tried once more on the new channel when the deadline leaves room. Each
-channel has its own subchannel pool: otherwise the rebuilt channel would share the
-old one's connection, and its reconnect backoff, through gRPC's process-wide pool.
+After UNAVAILABLE or any other transport error the channel is dropped and rebuilt;
+after UNAVAILABLE the call is tried once more on the new channel when the deadline
+leaves room (:mod:`cordum.safety.kernel_call`, which says why).
 
 Transport: TLS or plaintext from the ``SAFETY_KERNEL_TLS_*`` variables
 (:mod:`cordum.safety.tls`), read when the client is built, so a misconfiguration is
@@ -32,10 +29,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.safety.breaker import CircuitBreaker
+from cordum.safety.kernel_call import CHANNEL_OPTIONS, call_with_one_retry
 from cordum.safety.risk import CONTENT_LABEL_PREFIX, PAYLOAD_JSON_LABEL
 from cordum.safety.tls import PLAINTEXT, client_tls_from_env
 
@@ -54,11 +51,6 @@ CIRCUIT_OPEN_REASON = "safety kernel circuit open"
 EFFECTIVE_CONFIG_ENV = "CORDUM_EFFECTIVE_CONFIG"
 """Job env entry holding the effective config JSON, sent as ``effective_config``."""
 
-_MIN_RETRY_S = 0.05
-"""A retry after UNAVAILABLE needs at least this much of the deadline left."""
-
-CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (("grpc.use_local_subchannel_pool", 1),)
-"""Options of every channel to the kernel (a ``channel_factory`` should pass them too)."""
 MAX_INPUT_CONTENT_BYTES = 2 * 1024 * 1024
 """Payload bytes sent as ``input_content``; ``input_size_bytes`` has the full size."""
 MAX_PAYLOAD_JSON_LABEL_BYTES = 64 * 1024
@@ -175,10 +167,10 @@ def policy_reads_payloads(config_dir: Path) -> bool:
     ``risk_tag_derivers`` never looks at the payload. An unreadable file says False
     (the kernel keeps its own copy; a deriver without a payload assumes high risk).
     """
-    from cordum.safety.policy import load_policy
+    from cordum.safety.policy_file import POLICY_FILE_NAME, load_policy
 
     try:
-        return bool(load_policy(config_dir / "safety.yaml").document.risk_tag_derivers)
+        return bool(load_policy(config_dir / POLICY_FILE_NAME).document.risk_tag_derivers)
     except Exception as exc:
         log.warning("policy in %s not read (%s): safety checks go without payloads",
                     config_dir, exc)
@@ -310,33 +302,6 @@ class SafetyClient:
             return None
 
     async def _call_check(self, request: Any, deadline: float) -> Any:
-        import grpc
-
-        loop = asyncio.get_running_loop()
-        retried = False
-        while True:
-            stub = self._stub or self._connect()
-            try:
-                return await stub.Check(request, timeout=max(deadline - loop.time(), 0.001))
-            except grpc.aio.AioRpcError as exc:
-                code = exc.code()
-                if code in _transport_codes():
-                    self._drop_channel()
-                if (retried or code != grpc.StatusCode.UNAVAILABLE
-                        or deadline - loop.time() < _MIN_RETRY_S):
-                    detail = exc.details() or ""
-                    raise KernelCallError(f"{code.name}: {detail}" if detail else code.name) \
-                        from exc
-                retried = True
-            except Exception as exc:  # channel or loop trouble below the RPC status layer
-                self._drop_channel()
-                raise KernelCallError(str(exc) or type(exc).__name__) from exc
-
-
-@cache
-def _transport_codes() -> frozenset[Any]:
-    """Status codes after which the channel is rebuilt: the connection itself may be dead."""
-    import grpc
-
-    return frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-                      grpc.StatusCode.INTERNAL, grpc.StatusCode.CANCELLED})
+        return await call_with_one_retry(
+            lambda: (self._stub or self._connect()).Check, request, deadline,
+            drop_channel=self._drop_channel, error=KernelCallError)

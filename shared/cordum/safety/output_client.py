@@ -23,13 +23,12 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from cordum.config import ConfigError
 from cordum.safety.breaker import OUTPUT_BREAKER_KEY, CircuitBreaker
-from cordum.safety.client import CHANNEL_OPTIONS
 from cordum.safety.failmode import FailMode, output_fail_mode
+from cordum.safety.kernel_call import CHANNEL_OPTIONS, call_with_one_retry
 from cordum.safety.output_policy import OutputDecision
 from cordum.safety.output_service import (
     CHECK_CONTENT_METHOD,
@@ -53,7 +52,6 @@ META_TIMEOUT_S = 0.5
 REDACT_TIMEOUT_S = 5.0
 CONTENT_TIMEOUT_S = 30.0
 CIRCUIT_OPEN_REASON = "output policy circuit open"
-_MIN_RETRY_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,28 +209,10 @@ class OutputPolicyClient:
         task.add_done_callback(self._closing.discard)
 
     async def _rpc(self, method: str, body: dict[str, Any], timeout_s: float) -> Any:
-        import grpc
-
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        retried = False
-        while True:
-            call = self._callable(method)
-            try:
-                return await call(body, timeout=max(deadline - loop.time(), 0.001))
-            except grpc.aio.AioRpcError as exc:
-                code = exc.code()
-                if code in _transport_codes():
-                    self._drop_channel(timeout_s)
-                if (retried or code != grpc.StatusCode.UNAVAILABLE
-                        or deadline - loop.time() < _MIN_RETRY_S):
-                    detail = exc.details() or ""
-                    raise _CallError(f"{code.name}: {detail}" if detail else code.name) \
-                        from exc
-                retried = True
-            except Exception as exc:  # channel trouble, or a body that is not JSON
-                self._drop_channel(timeout_s)
-                raise _CallError(str(exc) or type(exc).__name__) from exc
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        return await call_with_one_retry(
+            lambda: self._callable(method), body, deadline,
+            drop_channel=lambda: self._drop_channel(timeout_s), error=_CallError)
 
 
 def _result(doc: Any) -> OutputCheckResult:
@@ -248,11 +228,3 @@ def _result(doc: Any) -> OutputCheckResult:
                              str(doc.get("rule_id") or ""),
                              str(doc.get("policy_snapshot") or ""),
                              redacted if isinstance(redacted, str) else None)
-
-
-@cache
-def _transport_codes() -> frozenset[Any]:
-    import grpc
-
-    return frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-                      grpc.StatusCode.INTERNAL, grpc.StatusCode.CANCELLED})

@@ -46,7 +46,6 @@ match timeout, so the complexity limits Cordum applies to patterns
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -54,8 +53,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-from cordum.safety.fields import StrList
-from cordum.safety.policy import PolicyError, unique_rule_ids
+from cordum.safety.fields import (
+    RuleList,
+    StrictModel,
+    StrList,
+    contains,
+    first_glob,
+    tenant_or_default,
+)
+from cordum.safety.policy_file import POLICY_FILE_NAME, PolicyError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -67,7 +73,6 @@ MAX_SCAN_BYTES = 2 * 1024 * 1024
 """Content beyond this many bytes is not scanned (Cordum's limit)."""
 MAX_PATTERN_LEN = 256
 MAX_ALTERNATIONS = 5
-DEFAULT_TENANT = "default"
 
 _NESTED_QUANTIFIER = re.compile(r"[+*]\)[+*?{]")
 
@@ -104,13 +109,7 @@ def _text_map(value: Any) -> Any:
     return value
 
 
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class OutputMatch(_Strict):
+class OutputMatch(StrictModel):
     """What an output rule applies to. Unknown keys are rejected: an ignored
     condition would widen the rule."""
 
@@ -146,7 +145,7 @@ class OutputMatch(_Strict):
         return bool(self.content_patterns or self.keywords)
 
 
-class OutputRule(_Strict):
+class OutputRule(StrictModel):
     id: str = Field(min_length=1)
     enabled: bool = True
     decision: Annotated[OutputDecision, BeforeValidator(_decision)]
@@ -161,7 +160,7 @@ class OutputRule(_Strict):
         return {} if v is None else v
 
 
-class OutputPolicySettings(_Strict):
+class OutputPolicySettings(StrictModel):
     """``output_policy``."""
 
     enabled: bool = False
@@ -182,18 +181,8 @@ class _OutputSections(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     output_policy: OutputPolicySettings | None = None
-    output_rules: list[OutputRule] = Field(default_factory=list)
+    output_rules: RuleList[OutputRule] = Field(default_factory=list)
     default_tenant: str = ""
-
-    @field_validator("output_rules", mode="before")
-    @classmethod
-    def _none_is_empty_list(cls, v: Any) -> Any:
-        return [] if v is None else v
-
-    @field_validator("output_rules")
-    @classmethod
-    def _unique_ids(cls, v: list[OutputRule]) -> list[OutputRule]:
-        return unique_rule_ids(v)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,13 +253,12 @@ class OutputPolicy:
 
     def _matches(self, rule: OutputRule, req: OutputInput, content: str | None) -> bool:
         m = rule.match
-        tenant = req.tenant.strip() or self.default_tenant.strip() or DEFAULT_TENANT
-        if m.tenants and not _contains(m.tenants, tenant):
+        tenant = tenant_or_default(req.tenant, self.default_tenant)
+        if m.tenants and not contains(m.tenants, tenant):
             return False
-        if m.topics and not any(p.strip() and fnmatch.fnmatchcase(req.topic.strip(), p.strip())
-                                for p in m.topics):
+        if m.topics and first_glob(m.topics, req.topic.strip()) is None:
             return False
-        if m.content_types and not _contains(m.content_types, req.content_type):
+        if m.content_types and not contains(m.content_types, req.content_type):
             return False
         labels = req.labels or {}
         if any(labels.get(k) != v for k, v in m.labels.items()):
@@ -293,13 +281,8 @@ class OutputPolicy:
         return True
 
 
-def _contains(values: list[str], value: str) -> bool:
-    want = value.strip().lower()
-    return bool(want) and want in {v.strip().lower() for v in values}
-
-
 def parse_output_policy(raw: Mapping[str, Any], snapshot: str = "",
-                        source: str = "safety.yaml") -> OutputPolicy:
+                        source: str = POLICY_FILE_NAME) -> OutputPolicy:
     """The output policy of a parsed safety.yaml mapping; errors name ``source``."""
     try:
         sections = _OutputSections.model_validate(dict(raw))
@@ -316,4 +299,4 @@ def output_policy_of(policy: SafetyPolicy) -> OutputPolicy:
     doc = policy.document
     raw = dict(doc.model_extra or {})
     raw["default_tenant"] = doc.default_tenant
-    return parse_output_policy(raw, policy.snapshot, policy.source or "safety.yaml")
+    return parse_output_policy(raw, policy.snapshot, policy.source or POLICY_FILE_NAME)

@@ -22,7 +22,7 @@ or content over the limit is INVALID_ARGUMENT. ``size_bytes`` is the size of the
 whole result even when ``content`` holds less of it.
 
 The policy is the kernel's safety.yaml (hot-reloaded by its
-:class:`~cordum.safety.kernel.Policy`); the output sections are parsed once per
+:class:`~cordum.safety.policy_file.Policy`); the output sections are parsed once per
 snapshot. A reload whose output sections do not parse keeps the last good output
 policy in force.
 """
@@ -59,7 +59,7 @@ MAX_MESSAGE_BYTES = MAX_CONTENT_BYTES + 256 * 1024
 
 
 class PolicySource(Protocol):
-    """Gives the safety policy in force (``cordum.safety.kernel.Policy`` does)."""
+    """Gives the safety policy in force (``cordum.safety.policy_file.Policy`` does)."""
 
     def refresh(self) -> SafetyPolicy: ...
 

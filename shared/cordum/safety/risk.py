@@ -35,14 +35,13 @@ risk) tag: a payload the kernel cannot read is never treated as the cheap case.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from cordum.safety.fields import StrList
+from cordum.safety.fields import StrictModel, StrList, first_glob
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -53,20 +52,14 @@ CONTENT_LABEL_PREFIX = "_content."
 """Labels under this prefix describe the payload; only the safety client sets them."""
 
 
-
-
-class AmountThreshold(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class AmountThreshold(StrictModel):
     tag: str = Field(min_length=1)
     below: float | None = None
     """The tag applies to amounts below this; omitted on the last entry (no bound)."""
 
 
-class RiskTagDeriver(BaseModel):
+class RiskTagDeriver(StrictModel):
     """One ``risk_tag_derivers`` entry: amount thresholds for some topics."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     topics: StrList = Field(min_length=1)
     amount_thresholds: list[AmountThreshold] = Field(min_length=1)
@@ -93,7 +86,7 @@ class RiskTagDeriver(BaseModel):
         return v.strip()
 
     def applies_to(self, topic: str) -> bool:
-        return any(p.strip() and fnmatch.fnmatchcase(topic, p.strip()) for p in self.topics)
+        return first_glob(self.topics, topic) is not None
 
     def derive(self, labels: Mapping[str, str], content: bytes) -> tuple[str, ...]:
         amount = extract_amount(labels, content, self.amount_field)

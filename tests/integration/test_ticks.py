@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 import pytest
@@ -11,6 +12,7 @@ import redis.asyncio as aioredis
 from cordum.scheduler.ticks import run_ticks
 from cordum.store.locks import TtlHoldLock
 from tests.conftest import REDIS_URL
+from tests.helpers import run
 
 
 class Invocation:
@@ -42,9 +44,7 @@ class Env:
         self.redis = aioredis.Redis.from_url(REDIS_URL)
         self.key = f"test:ticks:{unique}"
         self.lock = TtlHoldLock(self.redis, self.key, ttl_s=60)
-
-    def run(self, coro):
-        return self.loop.run_until_complete(coro)
+        self.run = functools.partial(run, loop=self.loop)
 
 
 @pytest.fixture

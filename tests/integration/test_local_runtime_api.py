@@ -1,4 +1,5 @@
-"""The local Lambda Runtime API server, driven over HTTP as awslambdaric drives it."""
+"""The local Lambda Runtime API server on a loopback port, driven over HTTP as awslambdaric
+drives it from another thread."""
 
 from __future__ import annotations
 
@@ -272,6 +273,7 @@ def test_answer_before_the_deadline_cancels_the_timeout(server: RuntimeApiServer
     runtime.respond("req-1", b"{}")
 
     assert not outcomes.get(timeout=5).timed_out
+    # Past the 0.3 s deadline: a timeout left armed would have fired by now.
     time.sleep(0.5)
     assert outcomes.empty()
 
@@ -470,11 +472,3 @@ def test_without_an_invoke_handler_the_invoke_token_opens_nothing(
     server: RuntimeApiServer,
 ) -> None:
     assert executor(server).post("/invoke", b"{}") == 403
-
-
-def test_bootstrap_splits_the_runtime_api_into_address_and_path_prefix() -> None:
-    from cordum_local_executor.bootstrap import split_runtime_api
-
-    assert split_runtime_api("127.0.0.1:9001/tok_en-1") == ("127.0.0.1:9001", "/tok_en-1")
-    assert split_runtime_api("127.0.0.1:9001") == ("127.0.0.1:9001", "")
-    assert split_runtime_api("127.0.0.1:9001/t/") == ("127.0.0.1:9001", "/t")
