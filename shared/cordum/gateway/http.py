@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from cordum.gateway import deps, ratelimit
 from cordum.gateway.errors import Forbidden, InvalidRequest
+from cordum.labels import has_control_chars
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
@@ -29,7 +30,6 @@ _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -59,7 +59,7 @@ def check_path(path: object) -> None:
     """400 when the request path holds a control character, raw or percent-encoded:
     ids taken from it end up in keys, logs and headers."""
     text = path if isinstance(path, str) else ""
-    if _CONTROL.search(text) or _CONTROL.search(unquote(text)):
+    if has_control_chars(text) or has_control_chars(unquote(text)):
         raise InvalidRequest("path contains a control character")
 
 
