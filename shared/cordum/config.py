@@ -10,9 +10,10 @@ import os
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -21,6 +22,11 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
+
+from cordum.logs import parse_level
+
+LogLevel = Annotated[str, AfterValidator(parse_level)]
+"""A logging level name, upper-cased (the bridge's and the echo worker's LOG_LEVEL)."""
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"

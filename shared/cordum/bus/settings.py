@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from cordum.config import load_model
-from cordum.logs import parse_level
+from cordum.config import LogLevel, load_model
 from cordum.registry.snapshot import SNAPSHOT_INTERVAL_S
 
 ENV_SUBMIT_QUEUE_URL = "SUBMIT_QUEUE_URL"
@@ -23,12 +22,8 @@ class BridgeSettings(BaseModel):
     submit_queue_url: str = Field(min_length=1)
     result_queue_url: str = Field(min_length=1)
     snapshot_interval_s: float = Field(default=SNAPSHOT_INTERVAL_S, gt=0)
-    log_level: str = "INFO"
+    log_level: LogLevel = "INFO"
 
-    @field_validator("log_level")
-    @classmethod
-    def _level(cls, v: str) -> str:
-        return parse_level(v)
 
 
 _BRIDGE_ENV = {

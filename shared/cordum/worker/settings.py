@@ -9,8 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cordum.config import load_model
-from cordum.logs import parse_level
+from cordum.config import LogLevel, load_model
 
 ENV_WORKER_ID = "WORKER_ID"
 ENV_WORKER_POOL = "WORKER_POOL"
@@ -33,7 +32,7 @@ class EchoWorkerSettings(BaseModel):
     topics: tuple[str, ...] = ("job.default", "job.echo")
     max_parallel: int = Field(default=4, ge=1)
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
-    log_level: str = "INFO"
+    log_level: LogLevel = "INFO"
 
     @field_validator("worker_id")
     @classmethod
@@ -49,10 +48,6 @@ class EchoWorkerSettings(BaseModel):
             return tuple(t.strip() for t in v.split(",") if t.strip())
         return v
 
-    @field_validator("log_level")
-    @classmethod
-    def _level(cls, v: str) -> str:
-        return parse_level(v)
 
 
 _ENV = {
