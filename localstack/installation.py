@@ -30,6 +30,7 @@ REPO = HERE.parent
 if str(REPO / "layers") not in sys.path:
     sys.path.append(str(REPO / "layers"))
 
+from processes import tail  # noqa: E402  (localstack/processes.py)
 from tool_cache import (  # noqa: E402  (layers/tool_cache.py)
     build_atomically,
     cache_root,
@@ -102,16 +103,6 @@ def _step(message: str) -> Iterator[None]:
     say(f"    done in {time.monotonic() - started:.1f} s")
 
 
-def tail(path: Path, lines: int) -> str:
-    """The last `lines` lines of a log file (read from its end only)."""
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 200 * lines))
-            text = handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return f"(no {path})"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def _run_logged(command: list[str], what: str) -> None:

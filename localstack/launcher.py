@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import http.client
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -41,9 +39,9 @@ from installation import (
     LauncherError,
     ensure_installed,
     say,
-    tail,
     warn_if_executor_changed,
 )
+from processes import alive, answers, descendants, signal_all, tail
 
 # layers/ is on sys.path once installation is imported.
 from tool_cache import file_lock
@@ -90,11 +88,7 @@ _STARTED: dict[int, subprocess.Popen[bytes]] = {}
 def _alive(pid: int) -> bool:
     if pid in _STARTED:
         return _STARTED[pid].poll() is None
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return alive(pid)
 
 
 def _is_localstack(pid: int) -> bool:
@@ -116,31 +110,10 @@ def _our_pid() -> int | None:
     return None
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for stat_path in glob.glob("/proc/[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            with open(stat_path) as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(Path(stat_path).parent.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
-def _signal(pids: list[int], sig: int) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
 
 
-def _port_open(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -207,7 +180,7 @@ def start(*, port: int | None = None, timeout: float = HEALTH_TIMEOUT_S) -> str:
             say(f"LocalStack (pid {pid}) is starting; waiting for it")
             _wait_healthy(pid, port, timeout)
             return url
-        if _port_open(port):
+        if answers("127.0.0.1", port):
             raise LauncherError(
                 f"port {port} is taken by a process this launcher did not start; "
                 "stop it or choose another port with LOCALSTACK_PORT"
@@ -283,18 +256,18 @@ def _terminate(pid: int) -> None:
     Function processes run in sessions of their own (so a timeout can kill a
     function's children): they are found by parentage while LocalStack lives.
     """
-    tree = _descendants(pid)
+    tree = descendants(pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGTERM)
-    _signal(tree, signal.SIGTERM)
+    signal_all(tree, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_S
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     if _alive(pid):
-        tree += _descendants(pid)
+        tree += descendants(pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    _signal([p for p in tree if _alive(p)], signal.SIGKILL)
+    signal_all([p for p in tree if _alive(p)], signal.SIGKILL)
     while _alive(pid) and time.monotonic() < deadline + 5:
         time.sleep(0.05)
 
@@ -305,7 +278,7 @@ def stop(*, port: int | None = None) -> bool:
     with file_lock(PID_FILE.with_suffix(".lock")):
         pid = _our_pid()
         if pid is None:
-            if _port_open(port):
+            if answers("127.0.0.1", port):
                 say(f"LocalStack is not running from here; port {port} is held by another process")
             else:
                 say("LocalStack is not running")
@@ -314,9 +287,9 @@ def stop(*, port: int | None = None) -> bool:
         _terminate(pid)
         PID_FILE.unlink(missing_ok=True)
         deadline = time.monotonic() + 5
-        while _port_open(port) and time.monotonic() < deadline:
+        while answers("127.0.0.1", port) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if _port_open(port):
+        if answers("127.0.0.1", port):
             raise LauncherError(f"port {port} still open after stopping pid {pid}")
         say("    stopped")
         return True

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from processes import alive, answers, tail  # localstack/processes.py
+
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / ".cordum"
 PIDS = STATE / "pids"
@@ -48,11 +50,6 @@ def fail(msg: str) -> NoReturn:
     raise SystemExit(1)
 
 
-def tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 # ---------------------------------------------------------------- processes
@@ -62,19 +59,6 @@ def pid_file(name: str) -> Path:
     return PIDS / f"{name}.pid"
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of ours still answers kill(0); it is not running.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def read_pid(name: str) -> int | None:
@@ -132,12 +116,6 @@ def host_port(url: str, default_port: int) -> tuple[str, int]:
     return parsed.hostname or "127.0.0.1", parsed.port or default_port
 
 
-def answers(host: str, port: int, timeout: float = 0.5) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def ensure_binary(binary: str, package: str) -> str:

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "localstack"), str(ROOT / "infra" / "cdk")]
 
 import launcher  # noqa: E402  (localstack/launcher.py)
+from processes import tail  # noqa: E402  (localstack/processes.py)
 from services import (  # noqa: E402  (localstack/services.py)
     LOGS,
     SAFETY_KERNEL_ADDR,
@@ -42,7 +43,6 @@ from services import (  # noqa: E402  (localstack/services.py)
     start_services,
     step,
     stop_process,
-    tail,
 )
 
 ENV_FILE = STATE / "local.env"
