@@ -39,7 +39,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -69,45 +68,14 @@ from cordum_local_executor.invocation import (
     error_document,
 )
 from cordum_local_executor.runtime_api import RuntimeApiServer
+from cordum_local_executor.runtimes import RUNTIMES_ENV, configured_runtimes, runtime_spec
 from localstack import config
 
 LOG = logging.getLogger(__name__)
 
-RUNTIMES_ENV = "CORDUM_LAMBDA_RUNTIMES"
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 # What a runtime process sees of the host besides what LocalStack passes.
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-
-
-@dataclass(frozen=True)
-class RuntimeSpec:
-    """Where a Lambda runtime lives on this machine."""
-
-    python: str
-    """The interpreter, e.g. pyenv's python3.12."""
-    path: str
-    """The emulated /var/runtime: awslambdaric and boto3, installed for that interpreter."""
-
-
-def configured_runtimes() -> dict[str, RuntimeSpec]:
-    raw = os.environ.get(RUNTIMES_ENV, "")
-    if not raw:
-        return {}
-    try:
-        return {name: RuntimeSpec(**spec) for name, spec in json.loads(raw).items()}
-    except (ValueError, TypeError) as exc:
-        raise LambdaRuntimeException(f"{RUNTIMES_ENV} is not a valid runtime map: {exc}") from exc
-
-
-def runtime_spec(runtime: str | None) -> RuntimeSpec:
-    runtimes = configured_runtimes()
-    if runtime in runtimes:
-        return runtimes[runtime]
-    available = ", ".join(sorted(runtimes)) or "none"
-    raise LambdaRuntimeException(
-        f"Runtime {runtime!r} is not supported by the cordum-local Lambda executor "
-        f"(available: {available}; configured through {RUNTIMES_ENV})"
-    )
 
 
 class RuntimeApiEndpoint(ExecutorEndpoint):

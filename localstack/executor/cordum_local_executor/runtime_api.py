@@ -1,7 +1,7 @@
 """A minimal AWS Lambda Runtime API, served to one runtime process.
 
-One piece on purpose: the server's state and the HTTP handler driving it share
-private methods; apart, each would reach into the other.
+The server's state and the route handler driving it stay together (the handler
+calls the server's private methods); the HTTP/1.1 plumbing is ``http_handler``'s.
 
 On AWS the Lambda service answers the runtime's long poll on
 ``/2018-06-01/runtime/invocation/next`` and collects its ``/response`` or
@@ -35,7 +35,6 @@ and the unit tests import it without LocalStack.
 from __future__ import annotations
 
 import hmac
-import json
 import queue
 import re
 import secrets
@@ -45,6 +44,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from cordum_local_executor.http_handler import JsonHandler, message
 from cordum_local_executor.invocation import (
     Invocation,
     InvocationOutcome,
@@ -304,13 +304,7 @@ class RuntimeApiServer:
 
 
 def _make_handler(server: RuntimeApiServer) -> type[BaseHTTPRequestHandler]:
-    class RuntimeApiHandler(BaseHTTPRequestHandler):
-        # The runtime client keeps its connection alive between calls.
-        protocol_version = "HTTP/1.1"
-        # Headers and body go out in separate writes; with Nagle's algorithm the
-        # second one waits for the client's delayed ACK (tens of ms per call).
-        disable_nagle_algorithm = True
-
+    class RuntimeApiHandler(JsonHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             request = server._authorize(self.path)
             if request is None or request[0] != "runtime":
@@ -318,11 +312,11 @@ def _make_handler(server: RuntimeApiServer) -> type[BaseHTTPRequestHandler]:
                 return
             _, generation, path = request
             if path != f"{RUNTIME_PREFIX}/invocation/next":
-                self._reply(HTTPStatus.NOT_FOUND, _message("unknown path"))
+                self._reply(HTTPStatus.NOT_FOUND, message("unknown path"))
                 return
             pending = server._next_invocation(generation)
             if pending is None:
-                self._reply(HTTPStatus.GONE, _message("runtime API shutting down"))
+                self._reply(HTTPStatus.GONE, message("runtime API shutting down"))
                 return
             inv = pending.invocation
             headers = {
@@ -347,27 +341,27 @@ def _make_handler(server: RuntimeApiServer) -> type[BaseHTTPRequestHandler]:
             caller, generation, path = request
             if caller == "executor":
                 if path != INVOKE_PATH or server._invoke_handler is None:
-                    self._reply(HTTPStatus.NOT_FOUND, _message("unknown path"))
+                    self._reply(HTTPStatus.NOT_FOUND, message("unknown path"))
                     return
                 try:
                     server._invoke_handler(body)
                 except Exception as exc:  # the caller gets the reason, not a dropped connection
-                    self._reply(HTTPStatus.INTERNAL_SERVER_ERROR, _message(repr(exc)))
+                    self._reply(HTTPStatus.INTERNAL_SERVER_ERROR, message(repr(exc)))
                 else:
-                    self._reply(HTTPStatus.OK, _message("queued"))
+                    self._reply(HTTPStatus.OK, message("queued"))
                 return
             if path == f"{RUNTIME_PREFIX}/init/error":
                 server._record_init_error(generation, body, self.headers.get(HEADER_ERROR_TYPE))
-                self._reply(HTTPStatus.ACCEPTED, _message("accepted"))
+                self._reply(HTTPStatus.ACCEPTED, message("accepted"))
                 return
             match = _INVOCATION_PATH.match(path)
             if match is None:
-                self._reply(HTTPStatus.NOT_FOUND, _message("unknown path"))
+                self._reply(HTTPStatus.NOT_FOUND, message("unknown path"))
                 return
             request_id = match["request_id"]
             if not server._is_current(request_id):
                 # Unknown, already answered, or timed out: Lambda answers 400 here too.
-                self._reply(HTTPStatus.BAD_REQUEST, _message(f"invalid request id {request_id}"))
+                self._reply(HTTPStatus.BAD_REQUEST, message(f"invalid request id {request_id}"))
                 return
             is_error = match["kind"] == "error"
             outcome = InvocationOutcome(
@@ -380,49 +374,7 @@ def _make_handler(server: RuntimeApiServer) -> type[BaseHTTPRequestHandler]:
             # (it reports to LocalStack), and the runtime should not wait on it.
             # Should the deadline fire in between, the timeout stands and this
             # outcome is dropped.
-            self._reply(HTTPStatus.ACCEPTED, _message("accepted"))
+            self._reply(HTTPStatus.ACCEPTED, message("accepted"))
             server._finish(request_id, lambda _: outcome)
 
-        def _refuse(self) -> None:
-            # Not the runtime this server was started for, nor the executor: nothing
-            # about the server's state or paths is answered, and the body is not read
-            # (so the connection cannot be reused).
-            self.close_connection = True
-            self._reply(HTTPStatus.FORBIDDEN, _message("forbidden"))
-
-        def _read_body(self) -> bytes:
-            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                chunks: list[bytes] = []
-                while True:
-                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                    if size == 0:
-                        self.rfile.readline()  # the empty line after the last chunk
-                        return b"".join(chunks)
-                    chunks.append(self.rfile.read(size))
-                    self.rfile.readline()
-            length = int(self.headers.get("Content-Length") or 0)
-            return self.rfile.read(length) if length else b""
-
-        def _reply(
-            self, status: HTTPStatus, body: bytes, headers: dict[str, str] | None = None
-        ) -> None:
-            try:
-                self.send_response(status)
-                for name, value in (headers or {"Content-Type": "application/json"}).items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                self.wfile.flush()
-            except ConnectionError:
-                # The runtime process is gone (killed after a timeout, or on stop).
-                self.close_connection = True
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass  # one line per long poll would drown the executor's log
-
     return RuntimeApiHandler
-
-
-def _message(text: str) -> bytes:
-    return json.dumps({"message": text}).encode()
