@@ -163,6 +163,11 @@ def _localstack_env(installation: Installation, port: int) -> dict[str, str]:
     # Set in the environment, they win.
     env.setdefault("LAMBDA_EVENT_SOURCE_MAPPING_POLL_INTERVAL_SEC", "0.05")
     env.setdefault("LAMBDA_EVENT_SOURCE_MAPPING_MAX_BACKOFF_ON_EMPTY_POLL_SEC", "0.5")
+    # LocalStack emulates SQS's CloudWatch metrics with a PutMetricData call to
+    # itself (and a SQLite insert) for every message sent, received and deleted,
+    # which on two cores competes with the sends and polls themselves. AWS
+    # computes them out of band and nothing local reads them.
+    env.setdefault("SQS_DISABLE_CLOUDWATCH_METRICS", "1")
     return env
 
 
