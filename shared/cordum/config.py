@@ -60,6 +60,12 @@ class Settings(BaseModel):
     safety_timeout_s: float = Field(default=2.0, gt=0)
     # Cordum's OUTPUT_POLICY_ENABLED: check SUCCEEDED results against output_rules.
     output_policy_enabled: bool = False
+    # Workflows: the two queues that carry run events (FIFO, one message group per
+    # run) and timers (standard, per-message delays), and a tenant's open-run limit
+    # (0: none), over which a start answers 429 RUN_NOT_RUNNABLE.
+    workflow_queue_url: str = ""
+    workflow_timer_queue_url: str = ""
+    workflow_max_active_runs: int = Field(default=100, ge=0)
 
     @field_validator("redis_url")
     @classmethod
@@ -96,6 +102,9 @@ _ENV = {
     "publish_timeout_s": "CORDUM_PUBLISH_TIMEOUT_S",
     "safety_timeout_s": "CORDUM_SAFETY_TIMEOUT_S",
     "output_policy_enabled": "OUTPUT_POLICY_ENABLED",
+    "workflow_queue_url": "WORKFLOW_QUEUE_URL",
+    "workflow_timer_queue_url": "WORKFLOW_TIMER_QUEUE_URL",
+    "workflow_max_active_runs": "CORDUM_WORKFLOW_MAX_ACTIVE_RUNS",
 }
 
 

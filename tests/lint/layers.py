@@ -4,6 +4,7 @@ Layers only point down (STYLE.md rule 13)::
 
     functions                          Lambda entry points
     gateway | worker                   the HTTP API; the reference CAP worker (a client)
+    workflow                           the workflow engine (runs submit their steps as jobs)
     scheduler                          the engine the functions and the API drive
     bus                                NATS, the bridge (which feeds the registry)
     safety | registry                  the safety kernel and its clients; the worker registry
@@ -28,6 +29,7 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("functions",),
     ("cordum.gateway", "cordum.worker"),
+    ("cordum.workflow",),
     ("cordum.scheduler",),
     ("cordum.bus",),
     ("cordum.safety", "cordum.registry"),
