@@ -1,0 +1,247 @@
+"""Applying one event to one run: under the run lock, outbox first, then the engine.
+
+Every change to a run goes through ``WorkflowRunner.apply``:
+
+    lock run -> load (run, its definition, any outbox left) -> carry out that outbox
+    -> engine (start / on_job / on_timer / cancel / reconcile) -> save run + new outbox
+    -> carry out the outbox -> clear it -> unlock
+
+Applying the same event twice changes nothing the second time: a start finds the
+run started, a job's end finds its step done (or another job id on it), a timer
+finds nothing due, a cancel finds the run terminal. Redis round trips per event:
+lock, load, (job state and result for a ``job`` event), save, clear + unlock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from cordum import protocol
+from cordum.scheduler.errors import RetryAfter
+from cordum.store.errors import LockBusy, StoreError
+from cordum.store.jobs import meta_key
+from cordum.workflow import engine
+from cordum.workflow.errors import RunNotCancellable, RunNotFound
+from cordum.workflow.model import OPEN_RUN
+from cordum.workflow.outbox import OutboxRunner, context_json, to_outbox
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cordum.bus.workflow_events import RunEvent, RunEventSink
+    from cordum.scheduler.ports import DurablePublisher
+    from cordum.workflow.engine import Effects
+    from cordum.workflow.model import Workflow, WorkflowRun
+    from cordum.workflow.store import WorkflowStore
+
+log = logging.getLogger(__name__)
+
+LOCK_WAIT_S = 2.0
+"""How long an event waits for a run lock another writer holds before it is retried."""
+RETRY_S = 1.0
+"""The delay of a retried event (lock busy, Redis or NATS unavailable)."""
+INLINE_OUTPUT_BYTES = 256 * 1024
+"""Outputs up to this size are inlined in the run context; beyond, the pointer only."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class WorkflowRunner:
+    """Applies run events; the workflow function's and the reconciler's one door."""
+
+    def __init__(self, store: WorkflowStore, redis: Any, publisher: DurablePublisher,
+                 events: RunEventSink | None) -> None:
+        self.store = store
+        self._redis = redis
+        self._events = events
+        self._outbox = OutboxRunner(publisher, events)
+
+    async def announce_start(self, run: WorkflowRun) -> None:
+        """Queue the run's start (or, with no queue configured, apply it at once)."""
+        from cordum.bus.workflow_events import RunEvent
+
+        event = RunEvent("start", run.id, tenant=run.org_id)
+        if self._events is None:
+            await self.apply(event)
+            return
+        await self._events.send(event)
+
+    async def cancel(self, tenant: str, run_id: str) -> bool:
+        """Cancel an open run now (the API's cancel); False when it was terminal."""
+        run = await self.store.get_run(tenant, run_id)
+        if run is None:
+            raise RunNotFound("workflow run not found")
+        if run.status not in OPEN_RUN:
+            return False
+        try:
+            async with self.store.run_lock(run_id, wait_s=LOCK_WAIT_S):
+                return await self._apply_locked(run_id, "cancel", None)
+        except LockBusy as exc:
+            raise RunNotCancellable("workflow run is busy, try again") from exc
+
+    async def apply(self, event: RunEvent) -> str:
+        """Apply a queued event; returns what happened (for the log). Raises
+        ``RetryAfter`` when it must be delivered again (lock busy, store down)."""
+        run_id, job = event.run_id, None
+        if event.kind == "job":
+            mapped = await self.store.job_run(event.job_id)
+            if mapped is None or mapped[1] != run_id:
+                return "ignored: not a step job of this run"
+            job = (mapped[2], event.job_id)
+        try:
+            async with self.store.run_lock(run_id, wait_s=LOCK_WAIT_S):
+                changed = await self._apply_locked(run_id, event.kind, job)
+        except LockBusy as exc:
+            raise RetryAfter(f"run {run_id} is locked", RETRY_S) from exc
+        except StoreError as exc:
+            raise RetryAfter(f"run {run_id}: {exc}", RETRY_S) from exc
+        return f"{event.kind} {'applied' if changed else 'changed nothing'}"
+
+    async def reconcile(self, run_id: str, *, stale_start_s: float) -> bool:
+        """The reconciler's pass over one open run (lock taken without waiting)."""
+        async with self.store.run_lock(run_id):
+            return await self._apply_locked(run_id, "reconcile", None,
+                                            stale_start_s=stale_start_s)
+
+    async def _apply_locked(self, run_id: str, kind: str, job: tuple[str, str] | None,
+                            *, stale_start_s: float = 0.0) -> bool:
+        loaded = await self.store.load(run_id)
+        if loaded is None:
+            return False
+        run, wf, leftover = loaded
+        if leftover:
+            await self._carry_out(run, leftover)
+        before = run.updated_at
+        timer_before = next_fire(run, wf)
+        now = utcnow()
+        effects = await self._decide(run, wf, kind, job, now, stale_start_s)
+        if effects is None or (run.updated_at == before and not _has_work(effects)):
+            return False
+        timer_at = next_fire(run, wf)
+        outbox = to_outbox(effects, timer_at=timer_at if timer_at != timer_before else None)
+        step_jobs = [entry["job"] for entry in outbox if "job" in entry]
+        await self.store.save(
+            run, timeline=effects.timeline, outbox=outbox or None,
+            jobs={doc["job_id"]: doc["step_id"] for doc in step_jobs} or None,
+            contexts={doc["job_id"]: context_json(doc) for doc in step_jobs} or None,
+            timer_at=timer_at if timer_at != timer_before else ...)
+        if outbox:
+            await self._carry_out(run, outbox)
+        return True
+
+    async def _decide(self, run: WorkflowRun, wf: Workflow, kind: str,
+                      job: tuple[str, str] | None, now: datetime,
+                      stale_start_s: float) -> Effects | None:
+        if kind == "start":
+            return engine.start(run, wf, now) if run.status == "pending" else None
+        if kind == "cancel":
+            return engine.cancel(run, wf, now)
+        if kind == "timer":
+            return engine.on_timer(run, wf, now)
+        if kind == "job" and job is not None:
+            step_path, job_id = job
+            state, output, result_ptr, error = await self._job_end(job_id)
+            if not state:
+                return None
+            return engine.on_job(run, wf, step_path, job_id, state, output=output,
+                                 result_ptr=result_ptr, error=error, now=now)
+        if kind == "reconcile":
+            if run.status == "pending":
+                started = _parse_time(run.created_at)
+                if started is None or (now - started).total_seconds() >= stale_start_s:
+                    return engine.start(run, wf, now)  # its start event was lost
+                return None
+            return engine.reconcile(run, wf, await self._job_states(run), now)
+        return None
+
+    async def _job_end(self, job_id: str) -> tuple[str, Any, str, dict[str, Any] | None]:
+        """(state, output, result pointer, error) of a terminal job; state '' if open."""
+        from cordum.store.jobs import TERMINAL_STATES
+
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.hgetall(meta_key(job_id))
+        pipe.get(protocol.result_key(job_id))
+        meta_raw, result_raw = await pipe.execute()
+        meta = {_text(k): _text(v) for k, v in (meta_raw or {}).items()}
+        state = meta.get("state", "")
+        if state not in TERMINAL_STATES:
+            return "", None, "", None
+        status = meta.get("result_status", "")
+        if status == "FAILED_FATAL":
+            state = "FAILED_FATAL"
+        output: Any = None
+        result_ptr = meta.get("result_ptr", "")
+        if state == "SUCCEEDED" and result_raw is not None:
+            raw = result_raw if isinstance(result_raw, bytes) else str(result_raw).encode()
+            if len(raw) <= INLINE_OUTPUT_BYTES:
+                try:
+                    output = json.loads(raw)
+                except ValueError:
+                    output = raw.decode("utf-8", "replace")
+        error = None
+        if state != "SUCCEEDED":
+            error = {"message": meta.get("failure_reason", ""), "code": status or state,
+                     "job_id": job_id}
+        return state, output, result_ptr, error
+
+    async def _job_states(self, run: WorkflowRun) -> Mapping[str, str]:
+        """Stored states of the jobs of the run's open steps ('' for a job not stored)."""
+        job_ids = [s.job_id for s in run.steps.values()
+                   if s.job_id and s.status in ("running", "waiting")]
+        if not job_ids:
+            return {}
+        pipe = self._redis.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.hmget(meta_key(job_id), "state", "result_status")
+        rows = await pipe.execute()
+        states: dict[str, str] = {}
+        for job_id, (state, status) in zip(job_ids, rows, strict=True):
+            state = _text(state) if state is not None else ""
+            # FAILED_FATAL is stored as FAILED: the status the worker gave tells them apart.
+            fatal = status is not None and _text(status) == "FAILED_FATAL"
+            states[job_id] = "FAILED_FATAL" if state == "FAILED" and fatal else state
+        return states
+
+    async def _carry_out(self, run: WorkflowRun, outbox: list[dict[str, Any]]) -> None:
+        try:
+            await self._outbox.perform(run, outbox)
+        except Exception as exc:
+            # Saved with the run: the next event (or the reconciler) carries it out.
+            raise RetryAfter(f"run {run.id}: outbox not carried out: {exc}", RETRY_S) from exc
+        await self.store.clear_outbox(run.id)
+
+
+def next_fire(run: WorkflowRun, wf: Workflow) -> float | None:
+    """When the run must next be looked at by a timer (unix seconds): the earliest
+    step delay or retry backoff, or the workflow's timeout; None when nothing waits."""
+    if run.status not in OPEN_RUN:
+        return None
+    times = [t.timestamp() for s in run.steps.values()
+             if s.next_attempt_at and s.status in ("pending", "running")
+             for t in [_parse_time(s.next_attempt_at)] if t is not None]
+    started = _parse_time(run.started_at)
+    if wf.timeout_sec and started is not None:
+        times.append(started.timestamp() + wf.timeout_sec)
+    return min(times) if times else None
+
+
+def _has_work(effects: Effects) -> bool:
+    return bool(effects.jobs or effects.cancels or effects.alerts or effects.timeline)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
