@@ -34,7 +34,7 @@ def _attach_cap_stubs() -> None:
 
 _attach_cap_stubs()
 
-from cordum.agent.v1 import buspacket_pb2, heartbeat_pb2, job_pb2  # noqa: E402
+from cordum.agent.v1 import alert_pb2, buspacket_pb2, heartbeat_pb2, job_pb2  # noqa: E402
 
 if TYPE_CHECKING:
     # The generated modules ship without stubs: the type checker sees open
@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 
     class JobProgress(_Message): ...
 
+    class SystemAlert(_Message): ...
+
 else:
     BusPacket = buspacket_pb2.BusPacket
     JobRequest = job_pb2.JobRequest
@@ -63,6 +65,7 @@ else:
     JobCancel = job_pb2.JobCancel
     Heartbeat = heartbeat_pb2.Heartbeat
     JobProgress = job_pb2.JobProgress
+    SystemAlert = alert_pb2.SystemAlert
 JobStatus = job_pb2.JobStatus
 JobPriority = job_pb2.JobPriority
 
@@ -75,6 +78,7 @@ SUBJECT_HEARTBEAT = "sys.heartbeat"
 SUBJECT_DLQ = "sys.job.dlq"
 SUBJECT_PROGRESS = "sys.job.progress"
 SUBJECT_AUDIT_OUTPUT = "sys.audit.output_policy"
+SUBJECT_WORKFLOW_EVENT = "sys.workflow.event"
 
 SENDER_GATEWAY = "api-gateway-http"
 SENDER_SCHEDULER = "cordum-scheduler"
@@ -126,6 +130,7 @@ def packet(
     job_cancel: JobCancel | None = None,
     heartbeat: Heartbeat | None = None,
     job_progress: JobProgress | None = None,
+    alert: SystemAlert | None = None,
 ) -> BusPacket:
     """A BusPacket that CAP workers accept: trace, sender, created_at, version 1."""
     msg = BusPacket(trace_id=trace_id, sender_id=sender_id, protocol_version=PROTOCOL_VERSION)
@@ -140,6 +145,8 @@ def packet(
         msg.heartbeat.CopyFrom(heartbeat)
     elif job_progress is not None:
         msg.job_progress.CopyFrom(job_progress)
+    elif alert is not None:
+        msg.alert.CopyFrom(alert)
     return msg
 
 

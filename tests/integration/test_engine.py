@@ -634,8 +634,13 @@ def test_require_approval_keeps_the_stored_job_hash(harness):
 
 
 def test_approval_gate_topic_completes_without_a_worker(harness):
+    from cordum.safety.client import Decision, SafetyVerdict
+
     loop, h = harness
-    h.rewire(strategy=LeastLoadedStrategy(PoolsConfig(topics={})))
+    # The shipped policy gates it (REQUIRE_APPROVAL); once allowed (approved), no
+    # worker runs it: the scheduler completes it itself.
+    h.rewire(strategy=LeastLoadedStrategy(PoolsConfig(topics={})),
+             safety=ScriptedKernel(SafetyVerdict(Decision.ALLOW, "approved", "r", "s")))
     job_id = f"job-{h.unique}"
     outcome, seen = loop.run_until_complete(collect(
         protocol.SUBJECT_RESULT,

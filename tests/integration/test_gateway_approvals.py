@@ -427,8 +427,8 @@ def test_rejecting_a_workflow_gate_also_reports_on_the_result_path(api):
     from cordum.scheduler.jobhash import job_hash
     from cordum.store.jobs import JobState, NewJob
 
-    # The example policy lets gate jobs through, so this one is stored as the
-    # engine leaves a gated job: APPROVAL_REQUIRED with its safety record.
+    # Stored as the engine leaves a gate job the policy gated: APPROVAL_REQUIRED
+    # with its safety record.
     job_id = f"gate-{api.unique}"
     req = protocol.JobRequest(job_id=job_id, topic="job.cordum.approval-gate",
                               tenant_id=api.tenant, env={"tenant_id": api.tenant})

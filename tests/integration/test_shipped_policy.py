@@ -37,7 +37,7 @@ def policy(text: str):
     ("job.echo.denied", DecisionKind.DENY, "example-echo-denied"),
     ("job.echo.approval", DecisionKind.REQUIRE_APPROVAL, "example-echo-approval"),
     ("job.echo.late", DecisionKind.ALLOW, "default-topic-allow"),
-    ("job.cordum.approval-gate", DecisionKind.ALLOW, "approval-gate-allow"),
+    ("job.cordum.approval-gate", DecisionKind.REQUIRE_APPROVAL, "workflow-approval-gate"),
     ("job.unknown", DecisionKind.DENY, DEFAULT_RULE_ID),
 ])
 def test_shipped_policy(topic, decision, rule_id):

@@ -68,6 +68,7 @@ class Dispatcher:
         self._publisher = ports.publisher
         self._locks = ports.locks
         self._backoff = ports.backoff
+        self._runs = ports.runs
         self._writer = writer
         self._policy = policy
         self._fail_open = input_fail_open
@@ -358,4 +359,17 @@ class Dispatcher:
         )
         if applied:
             await self._writer.publish_dlq(job_id, state.value, reason, code)
+            await self._tell_run(job_id)
         return Outcome(job_id, "failed" if applied else "noop", state.value, code)
+
+    async def _tell_run(self, job_id: str) -> None:
+        """A workflow step's job refused at dispatch: its run hears it now (the result
+        path never sees it). A lost send is found by the workflow reconciler."""
+        from cordum.bus.workflow_events import RunEvent, run_of_job
+
+        if self._runs is None or not run_of_job(job_id):
+            return
+        try:
+            await self._runs.send(RunEvent.job_ended(job_id))
+        except Exception as exc:
+            log.error("workflow event for %s not sent: %s", job_id, exc)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cordum import protocol
+    from cordum.bus.workflow_events import RunEventSink
     from cordum.safety.client import SafetyVerdict
     from cordum.scheduler.output_check import OutputChecker
     from cordum.scheduler.ports import (
@@ -61,6 +62,7 @@ class Engine:
         rollback: RollbackTrigger | None = None,
         requests: RequestReader | None = None,
         output: OutputChecker | None = None,
+        runs: RunEventSink | None = None,
         policy: EnginePolicy = DEFAULT_ENGINE_POLICY,
     ) -> None:
         self.input_fail_open = input_fail_open
@@ -69,7 +71,7 @@ class Engine:
         self._wire(EnginePorts(store=store, registry=registry, strategy=strategy,
                                safety=safety, publisher=publisher, locks=locks,
                                backoff=backoff, saga=saga, rollback=rollback,
-                               requests=requests, output=output))
+                               requests=requests, output=output, runs=runs))
 
     def _wire(self, ports: EnginePorts) -> None:
         self.ports = ports

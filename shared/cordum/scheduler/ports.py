@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from cordum import protocol
+    from cordum.bus.workflow_events import RunEventSink
     from cordum.safety.client import SafetyVerdict
     from cordum.scheduler.output_check import OutputChecker
     from cordum.store.jobs import JobStore
@@ -106,6 +107,8 @@ class EnginePorts:
     requests: RequestReader | None = None
     output: OutputChecker | None = None
     """The output policy checker; None when OUTPUT_POLICY_ENABLED is off."""
+    runs: RunEventSink | None = None
+    """Told when a workflow step's job ends; None when the stack runs no workflows."""
 
 
 class RollbackTrigger(Protocol):

@@ -61,6 +61,7 @@ class ResultPath:
         self._saga = ports.saga
         self._rollback = ports.rollback
         self._requests = ports.requests
+        self._runs = ports.runs
         self._writer = writer
         self._policy = policy
         self._output = (OutputPhase(ports.output, ports, writer, policy)
@@ -88,7 +89,10 @@ class ResultPath:
         # reader never sees a terminal job without its result. Only a SUCCEEDED
         # result has one, written even when empty: a pointer an earlier attempt
         # left must not stand for this result, which is the one scanned.
-        fields = {"worker_id": res.worker_id}
+        # The status as the worker said it: a workflow retries FAILED but never
+        # FAILED_FATAL, which the job's state alone does not tell apart.
+        fields = {"worker_id": res.worker_id,
+                  "result_status": protocol.JobStatus.Name(res.status).removeprefix("JOB_STATUS_")}
         if state is JobState.SUCCEEDED:
             fields["result_ptr"] = res.result_ptr
         reason = res.error_message or res.error_code
@@ -120,6 +124,7 @@ class ResultPath:
             if platform_notice(res):
                 # The API's cancel or reject, the gate's completion: the platform wrote
                 # the state itself before it said so on the bus.
+                await self._tell_run(result.workflow_id, res.job_id)
                 return Outcome(res.job_id, "ignored", detail="platform notice")
             return self._reject(res, "worker_mismatch",
                                 f"worker {res.worker_id!r} is not the job's worker of record")
@@ -138,6 +143,12 @@ class ResultPath:
             # invocation must not skip it); a quarantine applies once.
             assert self._output is not None
             await self._output.check_content(res.job_id, scan)
+        if result is not None and state.terminal and (
+            result.applied or result.previous == state.value or platform_notice(res)
+        ):
+            # Again on a redelivery that finds the state written: the send may be what
+            # failed. The run applies a job's end once.
+            await self._tell_run(result.workflow_id, res.job_id)
         if result is None or not result.applied:
             # Terminal already (a duplicate or a late result) or unknown: ignored.
             return Outcome(res.job_id, "ignored", detail="job is terminal or unknown")
@@ -152,6 +163,19 @@ class ResultPath:
             await self._writer.publish_dlq(res.job_id, state.value, res.error_message,
                                            res.error_code)
         return Outcome(res.job_id, "recorded", state.value)
+
+    async def _tell_run(self, run_id: str, job_id: str) -> None:
+        """Hand a workflow step's end on to its run (``workflow_id`` is the run's id on
+        step jobs). A failed send is retried with the record: the run must hear it."""
+        if not run_id or self._runs is None:
+            return
+        from cordum.bus.workflow_events import RunEvent
+
+        try:
+            await self._runs.send(RunEvent.job_ended(job_id, run_id))
+        except Exception as exc:
+            raise RetryAfter(f"workflow event for {job_id}: {exc}",
+                             self._policy.retry_store_s) from exc
 
     @staticmethod
     def _reject(res: protocol.JobResult, reason: str, detail: str) -> Outcome:
@@ -224,6 +248,12 @@ class ResultPath:
         # A store failure raises RetryAfter: the cancel is redelivered, not dropped.
         applied = await self._writer.transition(cancel.job_id, [JobState.CANCELLED],
                                                 OPEN_STATES, fields)
+        if applied and cancel.job_id.partition(":")[1]:
+            # A step job cancelled from the bus (its run's own cancel, or a producer):
+            # the run hears it like any end; one that is not a run's step is ignored there.
+            from cordum.bus.workflow_events import run_of_job
+
+            await self._tell_run(run_of_job(cancel.job_id), cancel.job_id)
         if not applied:
             return Outcome(cancel.job_id, "ignored", detail="job is terminal or unknown")
         return Outcome(cancel.job_id, "cancelled", JobState.CANCELLED.value)

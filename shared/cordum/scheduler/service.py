@@ -7,6 +7,7 @@ from typing import Any
 
 from cordum import runtime
 from cordum.bus.publisher import NatsPublisher
+from cordum.bus.workflow_events import sqs_run_events
 from cordum.config import Settings, load_pools, settings
 from cordum.registry.reader import SnapshotReader
 from cordum.safety.breaker import OUTPUT_BREAKER_KEY, CircuitBreaker
@@ -47,6 +48,7 @@ def default_engine(*, snapshot_key: str | None = None) -> Engine:
         rollback=default_rollback_trigger(saga),
         requests=JobIndexes(redis),
         output=_output_checker(cfg, redis) if cfg.output_policy_enabled else None,
+        runs=sqs_run_events(cfg.workflow_queue_url, cfg.workflow_timer_queue_url),
     )
 
 

@@ -1,0 +1,323 @@
+"""Workflow runs end to end in one process: the runner, the scheduler's request and result
+paths, a worker and the safety kernel, on the real Redis and NATS (tests/workflow_harness)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from cordum import protocol
+from cordum.gateway.auth import Principal
+from cordum.gateway.workflows import WorkflowService
+from cordum.scheduler.errors import RetryAfter
+from cordum.store.jobs import meta_key
+from cordum.workflow.reconciler import WorkflowReconciler
+from tests.workflow_harness import WorkflowStack
+
+
+@pytest.fixture
+def stack(kernel):
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    s = WorkflowStack(kernel)
+    loop.run_until_complete(s.start())
+    yield loop, s
+    loop.run_until_complete(s.close())
+    from cordum import runtime
+
+    loop.run_until_complete(runtime.aclose())
+    loop.close()
+
+
+def who(s: WorkflowStack) -> Principal:
+    return Principal(tenant=s.tenant, role="admin", principal_id=f"p-{s.unique}")
+
+
+async def start(s: WorkflowStack, definition: dict[str, Any], body: Any,
+                idempotency_key: str = "") -> str:
+    service = WorkflowService(s.store, s.runner)
+    definition = {"id": f"wf-{s.unique}", "name": "test", **definition}
+    await service.save_definition(who(s), definition)
+    run_id = await service.start_run(who(s), definition["id"], body,
+                                     idempotency_key=idempotency_key)
+    s.run_ids.add(run_id)
+    return run_id
+
+
+async def finished(s: WorkflowStack, run_id: str, status: str = "succeeded",
+                   timeout_s: float = 15.0) -> Any:
+    async def done() -> bool:
+        return await s.run_status(run_id) not in ("pending", "running", "waiting", "")
+
+    await s.pump(done, timeout_s)
+    run = await s.store.get_run(s.tenant, run_id)
+    assert run is not None
+    assert run.status == status, (run.status, {k: (v.status, v.error) for k, v in
+                                               run.steps.items()})
+    return run
+
+
+def types(timeline: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in timeline]
+
+
+LINEAR = {
+    "steps": {
+        "shape": {"type": "transform", "input": {"total": "${input.amount * 2}",
+                                                  "who": "${input.customer}"}},
+        "big": {"type": "condition", "condition": "steps.shape.output.total > 10",
+                "depends_on": ["shape"]},
+        "work": {"type": "worker", "topic": "job.echo", "depends_on": ["big"],
+                 "condition": "steps.big.output == true",
+                 "input": {"amount": "${steps.shape.output.total}",
+                           "note": "for ${input.customer}"},
+                 "route_labels": {"region": "eu"}},
+        "tell": {"type": "notify", "depends_on": ["work"],
+                 "input": {"message": "done for ${input.customer}", "level": "WARN",
+                           "details": {"amount": "${steps.work.output.echo.amount}"}}},
+    },
+}
+
+
+def test_a_linear_run_dispatches_its_job_through_the_submit_path_and_succeeds(stack):
+    loop, s = stack
+
+    async def scenario():
+        run_id = await start(s, LINEAR, {"amount": 21, "customer": "ada"})
+        run = await finished(s, run_id)
+        meta = await s.redis.hgetall(meta_key(f"{run_id}:work@1"))
+        ctx = await s.redis.get(protocol.context_key(f"{run_id}:work@1"))
+        return run_id, run, meta, ctx, await s.store.timeline(s.tenant, run_id)
+
+    run_id, run, meta, ctx, timeline = loop.run_until_complete(scenario())
+    job_id = f"{run_id}:work@1"
+    # The step's job went through the scheduler like any job: stored, checked, routed.
+    assert s.worker.received == [job_id]
+    meta = {k.decode(): v.decode() for k, v in meta.items()}
+    assert meta["state"] == "SUCCEEDED" and meta["tenant"] == s.tenant
+    assert meta["safety_decision"] == "ALLOW"
+    assert json.loads(ctx) == {"amount": 42, "note": "for ada"}
+    assert run.steps["shape"].output == {"total": 42, "who": "ada"}
+    assert run.steps["big"].output is True
+    assert run.context["steps"]["work"]["output"] == {"echo": {"amount": 42, "note": "for ada"}}
+    assert run.steps["work"].job_id == job_id and run.steps["work"].attempts == 1
+    assert [a.message for a in s.alerts] == ["done for ada"]
+    assert s.alerts[0].details["amount"] == "42" and int(s.alerts[0].severity) == 2
+    seen = types(timeline)
+    assert "step_dispatched" in seen and "step_completed" in seen
+    assert "step_event_emitted" in seen and seen[-1] == "run_status"
+    assert all("timestamp" in e and "time" in e for e in timeline)
+
+
+def test_a_step_job_carries_the_run_in_its_env_labels_and_idempotency_key(stack):
+    loop, s = stack
+    definition = {"steps": {"work": {"type": "worker", "topic": "job.echo",
+                                     "route_labels": {"region": "${input.region}"},
+                                     "timeout_sec": 30}}}
+
+    async def scenario():
+        run_id = await start(s, definition, {"region": "eu"})
+        await finished(s, run_id)
+        raw = await s.redis.get(f"job:req:{run_id}:work@1")
+        return run_id, raw
+
+    run_id, raw = loop.run_until_complete(scenario())
+    from google.protobuf import json_format
+
+    req = json_format.Parse(raw, protocol.JobRequest()) if raw else None
+    assert req is not None, "the submit path stored the step's request"
+    assert req.labels["workflow_id"] == f"wf-{s.unique}" and req.labels["run_id"] == run_id
+    assert req.labels["step_id"] == "work" and req.labels["_source"] == "workflow"
+    assert req.labels["region"] == "eu"
+    assert req.env["run_id"] == run_id and req.env["memory_id"] == f"run:{run_id}"
+    assert req.env["context_mode"] == "raw" and req.env["tenant_id"] == s.tenant
+    assert req.meta.idempotency_key == f"wf:{run_id}:work:1"
+    assert req.budget.deadline_ms == 30_000
+    assert req.workflow_id == run_id and req.principal_id == f"p-{s.unique}"
+
+
+def test_a_failed_step_is_retried_with_backoff_as_new_jobs(stack):
+    loop, s = stack
+    s.worker.script["job.echo"] = ["FAILED", "FAILED", "SUCCEEDED"]
+    definition = {"steps": {"work": {"type": "worker", "topic": "job.echo",
+                                     "retry": {"max_retries": 2, "initial_backoff_sec": 1,
+                                               "multiplier": 1}}}}
+
+    async def scenario():
+        run_id = await start(s, definition, {"n": 1})
+        return run_id, await finished(s, run_id, timeout_s=20)
+
+    run_id, run = loop.run_until_complete(scenario())
+    assert s.worker.received == [f"{run_id}:work@1", f"{run_id}:work@2", f"{run_id}:work@3"]
+    assert run.steps["work"].attempts == 3
+    # Each backoff was a delayed timer message, not a coroutine left waiting.
+    assert sum(1 for e in s.queue.sent if e.kind == "timer") >= 2
+
+
+def test_a_fatal_failure_skips_dependents_and_fails_the_run_unless_on_error_handles_it(stack):
+    loop, s = stack
+    s.worker.script["job.echo"] = ["FAILED_FATAL"]
+    definition = {"steps": {
+        "work": {"type": "worker", "topic": "job.echo",
+                 "retry": {"max_retries": 3}},
+        "after": {"type": "transform", "depends_on": ["work"], "input": {"x": 1}},
+    }}
+
+    async def scenario():
+        run_id = await start(s, definition, {})
+        return run_id, await finished(s, run_id, "failed")
+
+    run_id, run = loop.run_until_complete(scenario())
+    assert s.worker.received == [f"{run_id}:work@1"]  # never retried
+    assert run.steps["work"].status == "failed"
+    assert run.steps["after"].status == "skipped" and run.steps["after"].skip_reason
+
+
+def test_on_error_runs_the_handler_with_the_error_and_the_run_succeeds(stack):
+    loop, s = stack
+    s.worker.script["job.echo"] = ["FAILED_FATAL"]
+    definition = {"steps": {
+        "work": {"type": "worker", "topic": "job.echo", "on_error": "repair"},
+        "repair": {"type": "transform", "input": {"fixed": True}},
+    }}
+
+    async def scenario():
+        run_id = await start(s, definition, {})
+        return await finished(s, run_id, "succeeded")
+
+    run = loop.run_until_complete(scenario())
+    assert run.steps["repair"].status == "succeeded"
+    # The handler's input carries the failure it handles.
+    assert run.steps["repair"].output["fixed"] is True
+    assert run.steps["repair"].output["error"]["step_id"] == "work"
+    assert run.steps["work"].status == "failed"
+
+
+def test_a_delay_step_waits_on_a_timer_message(stack):
+    loop, s = stack
+    definition = {"steps": {"wait": {"type": "delay", "delay_sec": 1},
+                            "after": {"type": "transform", "depends_on": ["wait"],
+                                      "input": {"ok": True}}}}
+
+    async def scenario():
+        run_id = await start(s, definition, {})
+        run = await finished(s, run_id)
+        return run, await s.store.timeline(s.tenant, run_id)
+
+    run, timeline = loop.run_until_complete(scenario())
+    assert run.steps["wait"].status == "succeeded"
+    assert "step_delay_started" in types(timeline) and "step_delay_completed" in types(timeline)
+    timer = next(e for e in s.queue.sent if e.kind == "timer")
+    assert timer.due > 0
+
+
+def test_cancel_publishes_a_job_cancel_for_the_running_step(stack):
+    loop, s = stack
+    s.worker.script["job.echo"] = ["hold"]
+    definition = {"steps": {"work": {"type": "worker", "topic": "job.echo"}}}
+
+    async def scenario():
+        run_id = await start(s, definition, {})
+
+        async def dispatched() -> bool:
+            return bool(s.worker.received)
+
+        await s.pump(dispatched)
+        assert await s.runner.cancel(s.tenant, run_id) is True
+        job_id = f"{run_id}:work@1"
+
+        async def job_cancelled() -> bool:
+            return (await s.redis.hget(meta_key(job_id), "state")) == b"CANCELLED"
+
+        await s.pump(job_cancelled)
+        again = await s.runner.cancel(s.tenant, run_id)
+        return run_id, await s.store.get_run(s.tenant, run_id), again
+
+    run_id, run, again = loop.run_until_complete(scenario())
+    assert run.status == "cancelled" and run.steps["work"].status == "cancelled"
+    assert again is False  # a terminal run is not cancelled twice
+
+
+def test_each_event_applied_twice_changes_nothing_the_second_time(stack):
+    loop, s = stack
+    definition = {"steps": {"work": {"type": "worker", "topic": "job.echo"},
+                            "after": {"type": "transform", "depends_on": ["work"],
+                                      "input": {"x": 1}}}}
+
+    async def scenario():
+        run_id = await start(s, definition, {})
+        await finished(s, run_id)
+        before = (await s.store.get_run(s.tenant, run_id)).to_json()
+        outcomes = [await s.runner.apply(e) for e in list(s.queue.sent)]
+        after = (await s.store.get_run(s.tenant, run_id)).to_json()
+        return run_id, before, after, outcomes
+
+    run_id, before, after, outcomes = loop.run_until_complete(scenario())
+    assert before == after
+    assert outcomes and all("changed nothing" in o or o.startswith("ignored") for o in outcomes)
+    assert s.worker.received == [f"{run_id}:work@1"]
+
+
+def test_a_crash_between_saving_the_run_and_publishing_is_carried_out_by_the_next_event(stack):
+    loop, s = stack
+    definition = {"steps": {"work": {"type": "worker", "topic": "job.echo"}}}
+    real = s.publisher.publish_durable
+    crashed: list[str] = []
+
+    async def crash_once(subject, msg, *, msg_id):
+        if subject == protocol.SUBJECT_SUBMIT and not crashed:
+            crashed.append(msg_id)
+            raise ConnectionError("killed after the save, before the publish")
+        await real(subject, msg, msg_id=msg_id)
+
+    s.publisher.publish_durable = crash_once  # type: ignore[method-assign]
+
+    async def scenario():
+        run_id = await start(s, definition, {})
+        # The start event failed after the run was saved with its outbox ...
+        for event in s.queue.take():
+            with pytest.raises(RetryAfter, match="outbox not carried out"):
+                await s.runner.apply(event)
+        assert await s.redis.exists(f"wf:run:outbox:{run_id}")
+        assert not s.worker.received
+        # ... and its redelivery carries the outbox out before anything else.
+        s.queue.events.append(next(e for e in s.queue.sent if e.kind == "start"))
+        return run_id, await finished(s, run_id)
+
+    run_id, run = loop.run_until_complete(scenario())
+    assert crashed == [f"{run_id}:work@1"]
+    assert s.worker.received == [f"{run_id}:work@1"]
+    assert run.steps["work"].attempts == 1
+
+
+def test_the_reconciler_finds_a_lost_result_and_a_due_timer(stack):
+    loop, s = stack
+    definition = {"steps": {"work": {"type": "worker", "topic": "job.echo"},
+                            "wait": {"type": "delay", "delay_sec": 1, "depends_on": ["work"]}}}
+
+    async def scenario():
+        run_id = await start(s, definition, {})
+        job_id = f"{run_id}:work@1"
+
+        async def job_done() -> bool:
+            return (await s.redis.hget(meta_key(job_id), "state")) == b"SUCCEEDED"
+
+        await s.pump(job_done)
+        # The job's end never reaches the run (its event is lost) ...
+        s.queue.events = [e for e in s.queue.events if e.job_id != job_id]
+        reconciler = WorkflowReconciler(s.runner)
+        for _ in range(3):
+            await reconciler.tick()
+        assert (await s.store.get_run(s.tenant, run_id)).steps["work"].status == "succeeded"
+        # ... and the delay's timer message is lost too: the tick fires it when due.
+        s.queue.timers.clear()
+        await asyncio.sleep(1.2)
+        report = await reconciler.tick()
+        return run_id, report, await s.store.get_run(s.tenant, run_id)
+
+    run_id, report, run = loop.run_until_complete(scenario())
+    assert report.timers_fired == 1
+    assert run.status == "succeeded" and run.steps["wait"].status == "succeeded"
