@@ -41,8 +41,10 @@ from cordum.gateway.routes import docs as doc_routes
 from cordum.gateway.routes import health as health_routes
 from cordum.gateway.routes import jobs as job_routes
 from cordum.gateway.routes import reads as read_routes
+from cordum.gateway.routes import workflows as workflow_routes
 from cordum.metrics import METRICS
 from cordum.store.errors import LockUnavailable, StoreError
+from cordum.workflow.errors import WorkflowError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -50,6 +52,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = {"error": "internal error", "code": "internal_error", "status": 500}
+WORKFLOW_RETRY_AFTER_S = 1
+"""Retry-After of a workflow refusal that may pass when sent again."""
 
 app = APIGatewayRestResolver()
 
@@ -60,6 +64,7 @@ app.include_router(approval_routes.router)
 app.include_router(dlq_routes.router)
 app.include_router(read_routes.router)
 app.include_router(doc_routes.router)
+app.include_router(workflow_routes.router)
 
 
 def _retry_after(seconds: float) -> dict[str, str]:
@@ -95,6 +100,16 @@ def _policy_denied(exc: PolicyDenied) -> Response:
     return json_response(exc.status, {**exc.body(), "job_id": exc.job_id,
                                       "trace_id": exc.trace_id},
                          {"X-Trace-Id": exc.trace_id})
+
+
+@app.exception_handler(WorkflowError)
+def _workflow_refused(exc: WorkflowError) -> Response:
+    body = {"error": exc.message, "code": exc.code, "status": exc.status}
+    if not exc.retryable:
+        return json_response(exc.status, body)
+    # A run lock held for a moment, or the tenant's open runs at their limit.
+    return json_response(exc.status, {**body, "retryable": True},
+                         _retry_after(WORKFLOW_RETRY_AFTER_S))
 
 
 @app.exception_handler([StoreError, LockUnavailable])

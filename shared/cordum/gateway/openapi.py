@@ -1,11 +1,14 @@
 """The gateway's OpenAPI 3.0.3 document, built from the pydantic models once per container.
 
 :data:`OPERATIONS` is the contract: Cordum's 16 in-scope operations (their
-operationIds, parameters and documented statuses), plus this document and its
-Swagger UI page. Answers are the models of ``cordum.gateway.schemas``; request
-bodies are the models of ``cordum.gateway.models`` that validate them, so the
-document cannot drift from what the gateway accepts. :func:`undocumented_routes`
-lists routes the resolver serves that the document does not describe.
+operationIds, parameters and documented statuses), the workflow operations
+cordum-sdk calls, plus this document and its Swagger UI page. Answers are the
+models of ``cordum.gateway.schemas``; request bodies are the models of
+``cordum.gateway.models`` that validate them, so the document cannot drift from
+what the gateway accepts (a workflow definition is checked by
+``cordum.workflow.model``; its schema here describes the fields that parser reads).
+:func:`undocumented_routes` lists routes the resolver serves that the document
+does not describe.
 
 Beyond Cordum's spec the document lists what this gateway really answers
 everywhere: 403 for a tenant the key may not act for, 429 from the rate
@@ -103,6 +106,49 @@ def _codes(codes: tuple[str, ...]) -> str:
     return "codes: " + ", ".join(codes)
 
 
+WF, RUNS = "Workflows", "Workflow runs"
+WORKFLOW_ERRORS = (400, 404, *AUTHENTICATED)
+RUN_FILTERS = ("status", "workflow_id", "updated_after", "updated_before")
+WORKFLOW_OPERATIONS: tuple[Operation, ...] = (
+    Operation("get", "/api/v1/workflows", "listWorkflows", "The tenant's workflow definitions",
+              WF, list[schemas.WorkflowDefinition], query=("Limit",),
+              errors=(400, *AUTHENTICATED)),
+    Operation("post", "/api/v1/workflows", "createWorkflow", "Save a definition (an upsert)",
+              WF, schemas.CreateWorkflowResponse, ok_status=201,
+              body=schemas.SaveWorkflowRequest, errors=(400, 413, *AUTHENTICATED),
+              notes={400: _codes(("invalid_json", "invalid_request"))}),
+    Operation("get", "/api/v1/workflows/{id}", "getWorkflow", "Get a definition", WF,
+              schemas.WorkflowDefinition, errors=WORKFLOW_ERRORS),
+    Operation("delete", "/api/v1/workflows/{id}", "deleteWorkflow", "Delete a definition", WF,
+              None, ok_status=204, errors=WORKFLOW_ERRORS),
+    Operation("post", "/api/v1/workflows/{id}/runs", "startWorkflowRun",
+              "Start a run; the body is its input (Idempotency-Key or X-Idempotency-Key)",
+              WF, schemas.StartWorkflowRunResponse, body=schemas.WorkflowRunInput,
+              idempotency=True, query=("dry_run",),
+              errors=(400, 404, 409, 413, *AUTHENTICATED),
+              notes={400: _codes(("invalid_input", "not_implemented")),
+                     409: _codes(("RUN_IDEMPOTENCY_CONFLICT",)),
+                     429: _codes(("RUN_NOT_RUNNABLE",))}),
+    Operation("get", "/api/v1/workflows/{id}/runs", "listWorkflowRuns",
+              "A definition's runs, newest first", WF, list[schemas.RunSummary],
+              query=("Limit",), errors=WORKFLOW_ERRORS),
+    Operation("post", "/api/v1/workflows/{id}/runs/{run_id}/cancel", "cancelWorkflowRun",
+              "Cancel a run", RUNS, None, ok_status=204, errors=(*WORKFLOW_ERRORS, 409),
+              notes={409: _codes(("RUN_NOT_CANCELLABLE",))}),
+    Operation("get", "/api/v1/workflow-runs", "listAllWorkflowRuns",
+              "The tenant's runs, newest first", RUNS, schemas.RunList,
+              query=("Limit", "Cursor", *RUN_FILTERS), errors=(400, *AUTHENTICATED)),
+    Operation("get", "/api/v1/workflow-runs/{id}", "getWorkflowRun",
+              "Get a run and its pending timers", RUNS, schemas.RunDetail,
+              errors=WORKFLOW_ERRORS),
+    Operation("delete", "/api/v1/workflow-runs/{id}", "deleteWorkflowRun",
+              "Delete a run (an open run is cancelled first)", RUNS, None, ok_status=204,
+              errors=(*WORKFLOW_ERRORS, 409), notes={409: _codes(("RUN_NOT_CANCELLABLE",))}),
+    Operation("get", "/api/v1/workflow-runs/{id}/timeline", "getRunTimeline",
+              "A run's events, oldest first", RUNS, list[schemas.TimelineEvent],
+              errors=WORKFLOW_ERRORS),
+)
+
 OPERATIONS: tuple[Operation, ...] = (
     Operation("post", "/api/v1/jobs", "submitJob", "Submit a job", "Jobs",
               schemas.SubmitJobResponse, body=SubmitJobRequest, idempotency=True,
@@ -149,6 +195,7 @@ OPERATIONS: tuple[Operation, ...] = (
               schemas.HealthResponse, errors=(503,), public=True, unhealthy=True),
     Operation("get", "/api/v1/health", "healthCheckV1", "Redis and NATS answer (authenticated)",
               "System", schemas.HealthResponse, unhealthy=True),
+    *WORKFLOW_OPERATIONS,
     Operation("get", DOCUMENT_PATH, "getOpenApiDocument", "This document", "Docs", dict,
               errors=(), public=True),
     Operation("get", DOCS_PATH, "getApiDocs", "Swagger UI for this document", "Docs", str,
@@ -160,6 +207,8 @@ TAGS = (
     ("Approvals", "Human approval of jobs held by policy (admin only)."),
     ("DLQ", "Dead-lettered jobs (admin only)."),
     ("Workers", "Worker runtime as reported by heartbeats."),
+    (WF, "Workflow definitions and starting runs."),
+    (RUNS, "Workflow runs: read, cancel, delete."),
     ("System", "Status and health."),
     ("Docs", "This document."),
 )

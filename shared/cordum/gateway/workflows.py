@@ -1,0 +1,212 @@
+"""Workflow definitions and runs behind the HTTP API.
+
+Definitions and runs belong to the caller's tenant (its principal's, never a
+header's or a body's): another tenant's read the same as ones that do not exist.
+
+Starting a run stores it ``pending`` (``WorkflowStore.create_run``: idempotency
+key, the tenant's open-run limit and every index in one script) and then asks
+the runner to queue its start. A start that is stored but not queued is not
+lost: the workflow reconciler advances every open run, pending ones included,
+so the caller still gets its run id. A repeat under the same idempotency key
+and body answers the first run and queues nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cordum.gateway import workflow_views as views
+from cordum.workflow.errors import InvalidInput, RunNotFound, WorkflowNotFound
+from cordum.workflow.model import (
+    OPEN_RUN,
+    RunStatus,
+    WorkflowRun,
+    format_time,
+    parse_workflow,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cordum.gateway.auth import Principal
+    from cordum.workflow.model import Workflow
+    from cordum.workflow.store import WorkflowStore
+
+log = logging.getLogger(__name__)
+
+MAX_INPUT_ERROR_CHARS = 300
+"""A schema error quotes the offending value; the answer keeps only this much of it."""
+
+
+class RunStarter(Protocol):
+    """What the service needs of ``cordum.workflow.runner.WorkflowRunner``."""
+
+    async def announce_start(self, run: WorkflowRun) -> None: ...
+
+    async def cancel(self, tenant: str, run_id: str) -> bool: ...
+
+
+def body_hash(body: Any) -> str:
+    """sha256 of the canonical JSON of a start request: what makes a repeat a repeat."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_input(schema: Mapping[str, Any] | None, value: Any) -> None:
+    """InvalidInput unless ``value`` satisfies ``schema`` (JSON Schema, draft by ``$schema``).
+
+    References resolve within the schema only: nothing is fetched from elsewhere.
+    """
+    if not schema:
+        return
+    # Imported here: only a start with a schema pays for the validator.
+    import referencing
+    import referencing.exceptions
+    from jsonschema.exceptions import SchemaError, best_match
+    from jsonschema.validators import validator_for
+
+    cls = validator_for(schema)
+    try:
+        cls.check_schema(schema)
+        error = best_match(cls(schema, registry=referencing.Registry()).iter_errors(value))
+    except SchemaError as exc:
+        raise InvalidInput(f"the workflow's input_schema is invalid: {_cut(exc.message)}") \
+            from None
+    except referencing.exceptions.Unresolvable as exc:
+        raise InvalidInput(f"the workflow's input_schema has an unresolvable reference: "
+                           f"{_cut(str(exc))}") from None
+    if error is not None:
+        where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}"
+                        for p in error.absolute_path)
+        raise InvalidInput(f"input{where}: {_cut(error.message)}")
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_INPUT_ERROR_CHARS else text[:MAX_INPUT_ERROR_CHARS] + "..."
+
+
+class WorkflowService:
+    """Definitions CRUD; start, list, read, cancel and delete runs.
+
+    ``max_active_runs`` bounds a tenant's open runs (0: no bound).
+    """
+
+    def __init__(self, store: WorkflowStore, runner: RunStarter, *,
+                 max_active_runs: int = 0) -> None:
+        self._store = store
+        self._runner = runner
+        self._max_active = max_active_runs
+
+    # ------------------------------------------------------------------ definitions
+
+    async def list_definitions(self, who: Principal, limit: int) -> list[dict[str, Any]]:
+        found = await self._store.list_definitions(who.tenant, limit=limit)
+        return [views.definition(wf) for wf in found]
+
+    async def save_definition(self, who: Principal, doc: dict[str, Any]) -> str:
+        """Create or replace; a replaced definition keeps who made it and when."""
+        wf = parse_workflow(doc, tenant=who.tenant, principal=who.principal_id,
+                            now=format_time(datetime.now(UTC)))
+        earlier = await self._store.get_definition(who.tenant, wf.id)
+        if earlier is not None:
+            wf = wf.model_copy(update={"created_at": earlier.created_at,
+                                       "created_by": earlier.created_by})
+        await self._store.put_definition(wf)
+        return wf.id
+
+    async def get_definition(self, who: Principal, workflow_id: str) -> dict[str, Any]:
+        return views.definition(await self._definition(who, workflow_id))
+
+    async def delete_definition(self, who: Principal, workflow_id: str) -> None:
+        if not await self._store.delete_definition(who.tenant, workflow_id):
+            raise WorkflowNotFound("workflow not found")
+
+    async def _definition(self, who: Principal, workflow_id: str) -> Workflow:
+        wf = await self._store.get_definition(who.tenant, workflow_id)
+        if wf is None:
+            raise WorkflowNotFound("workflow not found")
+        return wf
+
+    # ------------------------------------------------------------------ runs
+
+    async def start_run(self, who: Principal, workflow_id: str, body: dict[str, Any], *,
+                        idempotency_key: str = "") -> str:
+        """The run id of a new pending run whose start is queued (or of the run this
+        idempotency key started with the same body)."""
+        wf = await self._definition(who, workflow_id)
+        check_input(wf.input_schema, body)
+        now = format_time(datetime.now(UTC))
+        run = WorkflowRun(
+            id=str(uuid.uuid4()), workflow_id=wf.id, org_id=who.tenant, team_id=wf.team_id,
+            input=body, status=RunStatus.PENDING, started_at=now, created_at=now,
+            updated_at=now, triggered_by=who.principal_id, idempotency_key=idempotency_key)
+        run_id, created = await self._store.create_run(
+            run, wf, idempotency_key=idempotency_key, body_hash=body_hash(body),
+            max_active=self._max_active)
+        if not created:
+            return run_id
+        try:
+            await self._runner.announce_start(run)
+        except Exception:
+            log.exception("run %s of %s stored but its start not queued; the reconciler "
+                          "starts it", run_id, wf.id)
+        return run_id
+
+    async def list_workflow_runs(self, who: Principal, workflow_id: str,
+                                 limit: int) -> list[dict[str, Any]]:
+        """A definition's newest runs; 404 when neither the definition nor a run is known
+        (runs outlive a deleted definition)."""
+        runs, _ = await self._store.list_runs(who.tenant, workflow_id=workflow_id, limit=limit)
+        if not runs:
+            await self._definition(who, workflow_id)
+        return [views.run_summary(r) for r in runs]
+
+    async def list_runs(self, who: Principal, *, limit: int, cursor: str = "",
+                        workflow_id: str = "", status: str = "",
+                        updated_after: int | None = None,
+                        updated_before: int | None = None) -> dict[str, Any]:
+        """``{"items", "next_cursor"}``, newest first; times are epoch microseconds."""
+        runs, next_cursor = await self._store.list_runs(
+            who.tenant, workflow_id=workflow_id, status=status, limit=limit, cursor=cursor,
+            updated_after=updated_after, updated_before=updated_before)
+        return {"items": [views.run_summary(r) for r in runs],
+                "next_cursor": next_cursor or None}
+
+    async def get_run(self, who: Principal, run_id: str) -> dict[str, Any]:
+        run = await self._run(who, run_id)
+        timer_at = self._store.timer_of(run)
+        return views.run_detail(run, timer_at, time.time())
+
+    async def timeline(self, who: Principal, run_id: str) -> list[dict[str, Any]]:
+        events = await self._store.timeline(who.tenant, run_id)
+        if events is None:
+            raise RunNotFound("run not found")
+        return [views.timeline_event(e) for e in events]
+
+    async def cancel_run(self, who: Principal, workflow_id: str, run_id: str) -> None:
+        """Cancel an open run now (RunNotCancellable while it is being advanced); a
+        finished run is left as it is."""
+        run = await self._run(who, run_id)
+        if run.workflow_id != workflow_id:
+            raise RunNotFound("run not found")
+        await self._runner.cancel(who.tenant, run_id)
+
+    async def delete_run(self, who: Principal, run_id: str) -> None:
+        """Delete a run; an open one is cancelled first, so no job of it runs on unseen."""
+        run = await self._run(who, run_id)
+        if run.status in OPEN_RUN:
+            await self._runner.cancel(who.tenant, run_id)
+        if not await self._store.delete_run(who.tenant, run_id):
+            raise RunNotFound("run not found")
+
+    async def _run(self, who: Principal, run_id: str) -> WorkflowRun:
+        run = await self._store.get_run(who.tenant, run_id)
+        if run is None:
+            raise RunNotFound("run not found")
+        return run
