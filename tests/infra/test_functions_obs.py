@@ -35,6 +35,7 @@ from cordum_infra.functions import (  # noqa: E402
     RECONCILER_TICK,
     REPLAYER_TICK,
     SUBMIT,
+    WORKFLOW_TICK,
     parse_reserved_concurrency,
 )
 from cordum_infra.observability import (  # noqa: E402
@@ -135,6 +136,8 @@ def _dlqs(stack: CordumServerlessStack) -> dict[str, Any]:
     return {
         "submit": stack.submit_queue.dlq,
         "result": stack.result_queue.dlq,
+        "workflow": stack.workflow_queue.dlq,
+        "workflow_timer": stack.workflow_timer_queue.dlq,
         "tick": stack.schedules.dlq,
     }
 
@@ -238,8 +241,8 @@ def test_every_queue_is_encrypted_tls_only_and_dead_letters_somewhere(
     tpl, stack = shape["json"], shape["stack"]
     queues = _resources(tpl, "AWS::SQS::Queue")
     dlq_ids = {_logical_id(stack, q) for q in _dlqs(stack).values()}
-    # Then the queues are the two work queues and three dead-letter queues
-    assert len(queues) == 5 and dlq_ids <= set(queues)
+    # Then the queues are the four work queues and five dead-letter queues
+    assert len(queues) == 9 and dlq_ids <= set(queues) and len(dlq_ids) == 5
     for logical_id, queue in queues.items():
         # And every one is encrypted at rest
         assert queue["Properties"]["SqsManagedSseEnabled"] is True, logical_id
@@ -265,7 +268,7 @@ def test_consumer_mappings_report_batch_item_failures_and_queues_outwait_them(
     mappings = [
         m["Properties"] for m in _resources(tpl, "AWS::Lambda::EventSourceMapping").values()
     ]
-    assert len(mappings) == 2
+    assert len(mappings) == 4
     for mapping in mappings:
         assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         queue = _props(tpl, mapping["EventSourceArn"]["Fn::GetAtt"][0])
@@ -357,8 +360,9 @@ def test_ticks_retry_then_dead_letter_to_an_encrypted_queue(shape: dict[str, Any
     tpl, stack = shape["json"], shape["stack"]
     dlq_id = _logical_id(stack, stack.schedules.dlq)
     rules = _resources(tpl, "AWS::Events::Rule")
-    tick_fns = {_fn_id(stack, RECONCILER_TICK), _fn_id(stack, REPLAYER_TICK)}
-    assert len(rules) == 2
+    tick_fns = {_fn_id(stack, RECONCILER_TICK), _fn_id(stack, REPLAYER_TICK),
+                _fn_id(stack, WORKFLOW_TICK)}
+    assert len(rules) == 3
     rule_arns = []
     for rule_id, rule in rules.items():
         (target,) = rule["Properties"]["Targets"]
@@ -376,7 +380,7 @@ def test_ticks_retry_then_dead_letter_to_an_encrypted_queue(shape: dict[str, Any
     dlq = _props(tpl, dlq_id)
     assert dlq["SqsManagedSseEnabled"] is True
     assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600
-    # And EventBridge may send to it for exactly these two rules
+    # And EventBridge may send to it for exactly these three rules
     allowed = []
     for policy in _resources(tpl, "AWS::SQS::QueuePolicy").values():
         if policy["Properties"]["Queues"] != [{"Ref": dlq_id}]:
@@ -422,14 +426,14 @@ def test_dashboard_shows_every_dlq_depth_and_each_function_errors_and_throttles(
 ) -> None:
     stack = shape["stack"]
     widgets = _dashboard(shape["json"])
-    # Then the DLQ widget has the visible-message count of each of the three DLQs
+    # Then the DLQ widget has the visible-message count of each of the five DLQs
     dlq_metrics = widgets["Dead-letter queue depth"]["metrics"]
     assert sorted(m[3] for m in dlq_metrics) == sorted(
         "${" + _logical_id(stack, q) + ".QueueName}" for q in _dlqs(stack).values()
     )
     assert all(m[:3] == ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName"]
                for m in dlq_metrics)
-    # And Lambda errors and throttles are graphed per function, all six
+    # And Lambda errors and throttles are graphed per function, all eight
     for title, metric in (("Lambda errors", "Errors"), ("Lambda throttles", "Throttles")):
         metrics = widgets[title]["metrics"]
         assert all(m[:3] == ["AWS/Lambda", metric, "FunctionName"] for m in metrics)
@@ -523,7 +527,8 @@ def test_alarms_notify_the_topic_from_the_context(
 ) -> None:
     # Given alarmTopicArn, then every alarm notifies it on ALARM and on OK
     alarms = _alarms(tuned["json"])
-    assert len(alarms) == 3 + 6 + 2 + 2
+    # (5 DLQs, 8 functions, circuit and stale jobs, Redis memory and CPU)
+    assert len(alarms) == 5 + 8 + 2 + 2
     for alarm in alarms:
         assert alarm["AlarmActions"] == [TOPIC_ARN]
         assert alarm["OKActions"] == [TOPIC_ARN]

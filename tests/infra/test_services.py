@@ -24,6 +24,7 @@ cdk = pytest.importorskip("aws_cdk")
 from aws_cdk.assertions import Template  # noqa: E402
 from cordum_infra.bridge import BRIDGE_CONTAINER, BRIDGE_DOCKERFILE  # noqa: E402
 from cordum_infra.fargate import STOP_TIMEOUT  # noqa: E402
+from cordum_infra.functions import ALL_FUNCTIONS  # noqa: E402
 from cordum_infra.kernel_tls import RESOURCE_TYPE  # noqa: E402
 from cordum_infra.nag import add_checks  # noqa: E402
 from cordum_infra.nats import DEV_NATS_CONTAINER, JETSTREAM_DIR, NATS_CREDS_ENV  # noqa: E402
@@ -411,7 +412,7 @@ def test_functions_call_the_kernel_through_the_nlb(kernel: dict[str, Any]) -> No
     expected = {"Fn::Join": ["", [{"Fn::GetAtt": [nlb_id, "DNSName"]}, f":{KERNEL_PORT}"]]}
     # Then every function's SAFETY_KERNEL_ADDR is the load balancer's name and port
     functions = _functions(kernel["json"])
-    assert len(functions) == 6
+    assert len(functions) == 8
     for module, props in functions.items():
         assert props["Environment"]["Variables"]["SAFETY_KERNEL_ADDR"] == expected, module
     assert kernel["json"]["Outputs"]["SafetyKernelAddr"]["Value"] == expected
@@ -485,7 +486,7 @@ def test_every_client_trusts_only_the_issued_ca(kernel: dict[str, Any]) -> None:
     ca = {"Fn::GetAtt": [cert_id, "CaPem"]}
     clients = {m: p["Environment"]["Variables"] for m, p in _functions(tpl).items()}
     clients["bridge"] = _env(_containers(tpl)[BRIDGE_CONTAINER][1])
-    assert len(clients) == 7
+    assert len(clients) == 9  # the eight functions and the bridge
     for name, env in clients.items():
         assert env["SAFETY_KERNEL_TLS_REQUIRED"] == "true", name
         assert env["SAFETY_KERNEL_TLS_CA"] == ca, name
@@ -671,11 +672,11 @@ def test_local_stack_speaks_plaintext_to_its_host_kernel_unless_given_a_ca(
             for p in functions.values()
         ]
 
-    assert kernel_env() == [{}] * 6
+    assert kernel_env() == [{}] * len(ALL_FUNCTIONS)
     ca = inputs["kernel_ca"].read_text().strip()
     assert kernel_env(safetyKernelCa=str(inputs["kernel_ca"])) == [
         {"SAFETY_KERNEL_TLS_CA": ca}
-    ] * 6
+    ] * len(ALL_FUNCTIONS)
 
 
 def test_local_stack_runs_no_services(local: dict[str, Any]) -> None:

@@ -33,6 +33,8 @@ from cordum_infra.functions import (  # noqa: E402
     RESULT,
     SAGA_ROLLBACK,
     SUBMIT,
+    WORKFLOW,
+    WORKFLOW_TICK,
 )
 from cordum_infra.nag import add_checks  # noqa: E402
 from cordum_infra.queues import BATCH_SIZE, MAX_RECEIVE_COUNT  # noqa: E402
@@ -112,7 +114,7 @@ def _resources(tpl: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
 
 
 def _functions(tpl: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Handler module -> function properties (of the six zip functions: the AWS stack's
+    """Handler module -> function properties (of the zip functions: the AWS stack's
     deploy-time certificate issuer is a container image, without a handler)."""
     found = {}
     for props in (r["Properties"] for r in _resources(tpl, "AWS::Lambda::Function").values()):
@@ -144,13 +146,13 @@ def test_local_stack_creates_no_cache_and_no_vpc(local: dict[str, Any]) -> None:
     assert all("VpcConfig" not in props for props in _functions(local["json"]).values())
 
 
-def test_six_python312_functions_share_the_one_layer(local: dict[str, Any]) -> None:
+def test_every_python312_function_shares_the_one_layer(local: dict[str, Any]) -> None:
     tpl, stack = local["json"], local["stack"]
-    # Then there are the six handlers, each on python3.12 with exactly the cordum layer
+    # Then there are the eight handlers, each on python3.12 with exactly the cordum layer
     local["template"].resource_count_is("AWS::Lambda::LayerVersion", 1)
     layer_id = _logical_id(stack, stack.functions.layer)
     functions = _functions(tpl)
-    assert set(functions) == HANDLERS
+    assert set(functions) == HANDLERS and len(HANDLERS) == 8
     for module, props in functions.items():
         assert props["Runtime"] == "python3.12", module
         assert props["Layers"] == [{"Ref": layer_id}], module
@@ -184,10 +186,12 @@ def test_rest_api_proxies_every_path_to_the_gateway(local: dict[str, Any]) -> No
 def test_each_work_queue_redrives_to_its_own_dlq(local: dict[str, Any]) -> None:
     tpl, stack = local["json"], local["stack"]
     queues = _resources(tpl, "AWS::SQS::Queue")
-    # Then there are 5 queues: submit and result, each with a DLQ after N receives, and
-    # the dead-letter queue of the tick schedules
-    assert len(queues) == 5
-    for job_queue in (stack.submit_queue, stack.result_queue):
+    # Then there are 9 queues: submit, result, workflow (FIFO) and workflow timer, each
+    # with a DLQ after N receives, and the dead-letter queue of the tick schedules
+    assert len(queues) == 9
+    work_queues = (stack.submit_queue, stack.result_queue, stack.workflow_queue,
+                   stack.workflow_timer_queue)
+    for job_queue in work_queues:
         main = queues[_logical_id(stack, job_queue.queue)]["Properties"]
         dlq_id = _logical_id(stack, job_queue.dlq)
         assert main["RedrivePolicy"] == {
@@ -195,7 +199,7 @@ def test_each_work_queue_redrives_to_its_own_dlq(local: dict[str, Any]) -> None:
             "maxReceiveCount": MAX_RECEIVE_COUNT,
         }
         assert "RedrivePolicy" not in queues[dlq_id]["Properties"]
-    assert _logical_id(stack, stack.submit_queue.dlq) != _logical_id(stack, stack.result_queue.dlq)
+    assert len({_logical_id(stack, q.dlq) for q in work_queues}) == len(work_queues)
 
 
 def test_queues_feed_their_function_with_partial_batch_failures(local: dict[str, Any]) -> None:
@@ -203,15 +207,18 @@ def test_queues_feed_their_function_with_partial_batch_failures(local: dict[str,
     mappings = [
         m["Properties"] for m in _resources(tpl, "AWS::Lambda::EventSourceMapping").values()
     ]
-    # Then exactly two mappings exist: submit queue -> submit, result queue -> result
+    # Then exactly four mappings exist: submit queue -> submit, result queue -> result,
+    # and both workflow queues -> workflow
     wiring = {json.dumps(m["EventSourceArn"]): m["FunctionName"]["Ref"] for m in mappings}
+
+    def arn(job_queue: Any) -> str:
+        return json.dumps({"Fn::GetAtt": [_logical_id(stack, job_queue.queue), "Arn"]})
+
     assert wiring == {
-        json.dumps({"Fn::GetAtt": [_logical_id(stack, stack.submit_queue.queue), "Arn"]}): _fn_id(
-            stack, SUBMIT
-        ),
-        json.dumps({"Fn::GetAtt": [_logical_id(stack, stack.result_queue.queue), "Arn"]}): _fn_id(
-            stack, RESULT
-        ),
+        arn(stack.submit_queue): _fn_id(stack, SUBMIT),
+        arn(stack.result_queue): _fn_id(stack, RESULT),
+        arn(stack.workflow_queue): _fn_id(stack, WORKFLOW),
+        arn(stack.workflow_timer_queue): _fn_id(stack, WORKFLOW),
     }
     # And each reports batch item failures, in batches of 10
     for mapping in mappings:
@@ -224,7 +231,7 @@ def test_visibility_timeout_is_at_least_six_consumer_timeouts(local: dict[str, A
     queues = _resources(tpl, "AWS::SQS::Queue")
     functions = {k: v["Properties"] for k, v in _resources(tpl, "AWS::Lambda::Function").items()}
     mappings = list(_resources(tpl, "AWS::Lambda::EventSourceMapping").values())
-    assert len(mappings) == 2
+    assert len(mappings) == 4
     for mapping in mappings:
         # Given the queue and the function of one mapping
         queue = queues[mapping["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]]["Properties"]
@@ -236,11 +243,14 @@ def test_visibility_timeout_is_at_least_six_consumer_timeouts(local: dict[str, A
 def test_ticks_run_every_minute(local: dict[str, Any]) -> None:
     tpl, stack = local["json"], local["stack"]
     rules = [r["Properties"] for r in _resources(tpl, "AWS::Events::Rule").values()]
-    # Then two rate(1 minute) rules target the reconciler and the replayer tick
-    assert len(rules) == 2
+    # Then three rate(1 minute) rules target the reconciler, replayer and workflow ticks
+    assert len(rules) == 3
     assert all(rule["ScheduleExpression"] == "rate(1 minute)" for rule in rules)
     targets = sorted(rule["Targets"][0]["Arn"]["Fn::GetAtt"][0] for rule in rules)
-    assert targets == sorted([_fn_id(stack, RECONCILER_TICK), _fn_id(stack, REPLAYER_TICK)])
+    assert targets == sorted(
+        [_fn_id(stack, RECONCILER_TICK), _fn_id(stack, REPLAYER_TICK),
+         _fn_id(stack, WORKFLOW_TICK)]
+    )
     # And EventBridge may invoke them
     for fn_id in targets:
         local["template"].has_resource_properties(
@@ -344,12 +354,18 @@ def test_outputs_name_every_endpoint(local: dict[str, Any]) -> None:
         "ResultQueueUrl",
         "SubmitDlqUrl",
         "ResultDlqUrl",
+        "WorkflowQueueUrl",
+        "WorkflowTimerQueueUrl",
+        "WorkflowDlqUrl",
+        "WorkflowTimerDlqUrl",
         "GatewayFunctionName",
         "SubmitFunctionName",
         "ResultFunctionName",
         "ReconcilerTickFunctionName",
         "ReplayerTickFunctionName",
         "SagaRollbackFunctionName",
+        "WorkflowFunctionName",
+        "WorkflowTickFunctionName",
     }
     assert expected <= set(outputs)
     assert outputs["StageName"]["Value"] == "prod"

@@ -95,7 +95,9 @@ def test_every_function_and_the_bridge_refuse_a_plaintext_kernel(aws: dict[str, 
     tpl = aws["json"]
     clients = {f"function {m}": p["Environment"]["Variables"] for m, p in _functions(tpl).items()}
     clients["bridge"] = _env(_containers(tpl)[BRIDGE_CONTAINER])
-    assert len(clients) == 7
+    from cordum_infra.functions import ALL_FUNCTIONS
+
+    assert len(clients) == len(ALL_FUNCTIONS) + 1
     for name, env in clients.items():
         # Then each one requires TLS and is given the CA to verify the kernel with
         assert env.get("SAFETY_KERNEL_TLS_REQUIRED") == "true", name

@@ -1,4 +1,4 @@
-"""The six Lambda functions, their shared layer and their code asset.
+"""The Lambda functions, their shared layer and their code asset.
 
 Every function runs the same code asset (the thin handler modules plus
 ``config/``) on top of the one ``cordum`` layer; the handler is
@@ -119,7 +119,36 @@ SAGA_ROLLBACK = FunctionSpec(
     description="Saga rollback of a failed workflow (invoked asynchronously)",
 )
 
-ALL_FUNCTIONS = (GATEWAY, SUBMIT, RESULT, RECONCILER_TICK, REPLAYER_TICK, SAGA_ROLLBACK)
+WORKFLOW = FunctionSpec(
+    "workflow",
+    memory_mb=1024,
+    # A batch of up to 10 run events, each applied under its run lock (which may be
+    # busy for a moment) with Redis writes, step jobs published and acked by
+    # JetStream, and follow-up events queued: room for slow hops, and the queues'
+    # visibility timeouts (6 x this) stay within minutes.
+    timeout=Duration.seconds(60),
+    description="Workflow run events and timers from the workflow queues: advance runs",
+)
+WORKFLOW_TICK = FunctionSpec(
+    "workflow_tick",
+    memory_mb=512,
+    # Ticks every few seconds, bounded by the remaining time, and ends before the
+    # next minute's invocation starts.
+    timeout=Duration.seconds(55),
+    description="Workflow reconciler: lost results, stuck approvals, due timers, run timeouts",
+    async_retries=0,
+)
+
+ALL_FUNCTIONS = (
+    GATEWAY,
+    SUBMIT,
+    RESULT,
+    RECONCILER_TICK,
+    REPLAYER_TICK,
+    SAGA_ROLLBACK,
+    WORKFLOW,
+    WORKFLOW_TICK,
+)
 
 ARCHITECTURES = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
 

@@ -46,7 +46,8 @@ ALARM_PERIOD = Duration.minutes(5)
 """Period of the count alarms: DLQ depth, function errors, stale jobs."""
 
 DLQ_DEPTH_THRESHOLD = 1
-"""Any dead letter is an incident: a job request, a result or a tick was given up on."""
+"""Any dead letter is an incident: a job request, a result, a workflow event or
+timer, or a tick was given up on."""
 FUNCTION_ERRORS_THRESHOLD = 1
 """Failed invocations (uncaught errors, timeouts) per function in one period. A
 record reported as a batch item failure is not one: the handlers raise only on

@@ -1,14 +1,17 @@
-"""EventBridge schedules driving the reconciler and the pending replayer.
+"""EventBridge schedules driving the reconciler, the pending replayer and the
+workflow reconciler.
 
-Rate expressions bottom out at one minute; each tick function keeps Cordum's
-30 s cadence by ticking twice per invocation, bounded by its remaining time.
-Schedules may deliver twice, so the ticks still take their TTL-hold lock.
+Rate expressions bottom out at one minute; each tick function keeps its own
+cadence inside the invocation (Cordum's 30 s for the reconciler and the
+replayer: twice per invocation; a few seconds for the workflow reconciler),
+bounded by its remaining time. Schedules may deliver twice, so the ticks still
+take their TTL-hold lock.
 
 EventBridge invokes the tick functions asynchronously. An event it could not
 hand to Lambda (throttled, function missing, permission lost) is retried
 under the retry policy below and then sent to the ticks' dead-letter queue,
 whose depth has an alarm (observability.py): a tick that never ran leaves
-stale jobs and orphans behind, and must not go unnoticed.
+stale jobs, orphans or stuck runs behind, and must not go unnoticed.
 """
 
 from __future__ import annotations

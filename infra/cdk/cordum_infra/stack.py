@@ -2,7 +2,8 @@
 
 Flows (see DESIGN.md): REST API -> gateway; bridge -> submit queue -> submit
 function; bridge -> result queue -> result function -> (async) saga-rollback;
-EventBridge -> reconciler / replayer ticks.
+gateway / submit / result -> workflow queues -> workflow function; EventBridge ->
+reconciler / replayer / workflow ticks.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from cordum_infra.functions import (
     RESULT,
     SAGA_ROLLBACK,
     SUBMIT,
+    WORKFLOW,
+    WORKFLOW_TICK,
     CordumFunctions,
     VpcPlacement,
 )
@@ -35,6 +38,7 @@ from cordum_infra.safety_kernel import TLS_CA_ENV, tls_client_env
 from cordum_infra.schedules import TickSchedules
 from cordum_infra.services import CordumServices
 from cordum_infra.settings import API_KEYS_PARAMETER
+from cordum_infra.workflow import connect_workflow
 
 if TYPE_CHECKING:
     from cordum_infra.settings import StackSettings
@@ -79,6 +83,12 @@ class CordumServerlessStack(Stack):
 
         self.submit_queue = JobQueue(self, "SubmitQueue", consumer_timeout=SUBMIT.timeout)
         self.result_queue = JobQueue(self, "ResultQueue", consumer_timeout=RESULT.timeout)
+        self.workflow_queue = JobQueue(
+            self, "WorkflowQueue", consumer_timeout=WORKFLOW.timeout, fifo=True
+        )
+        self.workflow_timer_queue = JobQueue(
+            self, "WorkflowTimerQueue", consumer_timeout=WORKFLOW.timeout
+        )
 
         # AWS only: the bridge and (unless an address is given) the safety kernel on
         # Fargate, and with devNats a NATS server for them and the functions.
@@ -164,6 +174,9 @@ class CordumServerlessStack(Stack):
 
         self.submit_queue.feed(submit)
         self.result_queue.feed(result)
+        connect_workflow(
+            self.functions, events=self.workflow_queue, timers=self.workflow_timer_queue
+        )
 
         if self.cache is not None:
             # Every function talks to Redis: each reads the AUTH token once per container.
@@ -217,6 +230,7 @@ class CordumServerlessStack(Stack):
             ticks={
                 "Reconciler": self.functions[RECONCILER_TICK],
                 "Replayer": self.functions[REPLAYER_TICK],
+                "Workflow": self.functions[WORKFLOW_TICK],
             },
         )
         self.observability = Observability(
@@ -227,6 +241,8 @@ class CordumServerlessStack(Stack):
             dead_letter_queues={
                 "Submit": self.submit_queue.dlq,
                 "Result": self.result_queue.dlq,
+                "Workflow": self.workflow_queue.dlq,
+                "WorkflowTimer": self.workflow_timer_queue.dlq,
                 "Tick": self.schedules.dlq,
             },
             replication_group=self.cache.replication_group if self.cache else None,
@@ -256,6 +272,22 @@ class CordumServerlessStack(Stack):
             "ResultQueueUrl": (self.result_queue.queue.queue_url, "Bridge -> result function"),
             "SubmitDlqUrl": (self.submit_queue.dlq.queue_url, "Dead letters of the submit queue"),
             "ResultDlqUrl": (self.result_queue.dlq.queue_url, "Dead letters of the result queue"),
+            "WorkflowQueueUrl": (
+                self.workflow_queue.queue.queue_url,
+                "Workflow run events (FIFO, one message group per run) -> workflow function",
+            ),
+            "WorkflowTimerQueueUrl": (
+                self.workflow_timer_queue.queue.queue_url,
+                "Workflow timers (delayed messages) -> workflow function",
+            ),
+            "WorkflowDlqUrl": (
+                self.workflow_queue.dlq.queue_url,
+                "Dead letters of the workflow queue (FIFO)",
+            ),
+            "WorkflowTimerDlqUrl": (
+                self.workflow_timer_queue.dlq.queue_url,
+                "Dead letters of the workflow timer queue",
+            ),
             "RedisUrl": (redis_url, "Redis the functions use (the bridge needs the same)"),
             "LayerArn": (self.functions.layer.layer_version_arn, "cordum layer version"),
         }
