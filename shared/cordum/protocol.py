@@ -82,6 +82,8 @@ SUBJECT_WORKFLOW_EVENT = "sys.workflow.event"
 
 SENDER_GATEWAY = "api-gateway-http"
 SENDER_SCHEDULER = "cordum-scheduler"
+SENDER_WORKFLOW = "workflow-engine"
+"""Sender of what the workflow engine publishes, and requester of its JobCancels."""
 
 CONTEXT_PREFIX = "ctx:"
 RESULT_PREFIX = "res:"

@@ -8,10 +8,11 @@ here), else this checkout's. A stack this run brought up is taken down again
 at the end, as ``make e2e`` does.
 
 Knobs (environment): BENCH_ONLY / BENCH_SKIP (comma-separated item names:
-roundtrips, cpu, cold_start, scale, dispatch, sustained), BENCH_LATENCY_JOBS,
+roundtrips, cpu, cold_start, scale, workflow, dispatch, sustained), BENCH_LATENCY_JOBS,
 BENCH_LATENCY_RATE, BENCH_SUSTAINED_JOBS, BENCH_SUSTAINED_CONCURRENCY,
 BENCH_SCALE_JOBS, BENCH_SCALE_RUNS, BENCH_IMPORT_RUNS, BENCH_CPU_BATCHES,
-BENCH_ROUNDTRIP_JOBS, BENCH_OUT (default BENCHMARKS.md at the repo root).
+BENCH_ROUNDTRIP_JOBS, BENCH_WORKFLOW_STEPS, BENCH_WORKFLOW_RUNS, BENCH_OUT (default
+BENCHMARKS.md at the repo root).
 
 The collected figures are kept in .cordum/bench/last-run.json;
 ``python -m tests.bench.run_all --render`` writes BENCHMARKS.md again from them
@@ -72,6 +73,9 @@ def items() -> list[Item]:
         Item("cold_start", "3. Cold-start proxy and layer size", "tests.bench.bench_cold_start",
              []),
         Item("scale", "5. Scale", "tests.bench.bench_scale", []),
+        Item("workflow", "7. Workflow engine cost per step", "tests.bench.bench_workflow",
+             [str(env_int("BENCH_WORKFLOW_STEPS", 10)), "--runs",
+              str(env_int("BENCH_WORKFLOW_RUNS", 7))]),
         Item("dispatch", "4. Dispatch latency through the local stack",
              "tests.bench.bench_dispatch", [], needs_stack=True),
         Item("sustained", "6. Sustained load", "tests.bench.bench_sustained", [],
@@ -214,15 +218,18 @@ def budget_rows(figs: dict[str, dict[str, Any]]) -> list[list[str]]:
     def verdict(fig: dict[str, Any] | None) -> str:
         return fig["verdict"] if fig else "not measured"
 
+    def row(label: str, target: str, fid: str, extra: str = "") -> list[str]:
+        fig = figs.get(fid)
+        return [label, target, cell(fig) + extra, floor_cell(fig), verdict(fig)]
+
+    wf_cpu = figs.get("wf_cpu_transform")
     rows = [
-        ["Redis round trips per job, HTTP submit to SUCCEEDED (gateway + submit + result)",
-         "<= 10", cell(figs.get("roundtrips_total_on")) + (
-             f"; output policy off: {fmt(rt_off['median'])}" if rt_off else ""),
-         floor_cell(figs.get("roundtrips_total_on")), verdict(figs.get("roundtrips_total_on"))],
-        ["submit handler CPU per job in a 10-record batch, real Redis on loopback", "<= 2 ms",
-         cell(figs.get("cpu_submit")) + (
-             f"; 1,000 in flight: {fmt(cpu_in_flight['median'])} ms" if cpu_in_flight else ""),
-         floor_cell(figs.get("cpu_submit")), verdict(figs.get("cpu_submit"))],
+        row("Redis round trips per job, HTTP submit to SUCCEEDED (gateway + submit + result)",
+            "<= 10", "roundtrips_total_on",
+            f"; output policy off: {fmt(rt_off['median'])}" if rt_off else ""),
+        row("submit handler CPU per job in a 10-record batch, real Redis on loopback",
+            "<= 2 ms", "cpu_submit",
+            f"; 1,000 in flight: {fmt(cpu_in_flight['median'])} ms" if cpu_in_flight else ""),
         ["handler module import in a fresh interpreter (slowest of the functions)",
          "<= 400 ms each",
          (cell(slowest) + f" ({slowest['label'].split()[1]})") if slowest else "not measured",
@@ -234,16 +241,19 @@ def budget_rows(figs: dict[str, dict[str, Any]]) -> list[list[str]]:
              if figs.get("dispatch_emulator_p50") else ""),
          floor_cell(figs.get("bridge_forward_p50")) + " (bridge hop vs one SQS call)"
          if figs.get("bridge_forward_p50") else "–", verdict(figs.get("dispatch_own_p50"))],
-        ["reconciler tick with 1,000,000 jobs stored and 1,000 stale", "<= 2 s, cost O(stale)",
-         cell(figs.get("reconciler_tick_ms")), floor_cell(figs.get("reconciler_tick_ms")),
-         verdict(figs.get("reconciler_tick_ms"))],
-        ["routing over 10,000 workers", "<= 5 ms", cell(figs.get("routing_10000")),
-         "–", verdict(figs.get("routing_10000"))],
+        row("reconciler tick with 1,000,000 jobs stored and 1,000 stale",
+            "<= 2 s, cost O(stale)", "reconciler_tick_ms"),
+        row("routing over 10,000 workers", "<= 5 ms", "routing_10000"),
         ["layer size", "<= 80 MiB unzipped, <= 30 MiB zipped",
          f"{cell(layer_u)} unzipped; {cell(layer_z)} zipped" if layer_u and layer_z
          else "not measured", floor_cell(layer_u) + " (dependencies alone)" if layer_u else "–",
          ("met" if layer_u and layer_z and layer_u["verdict"] == layer_z["verdict"] == "met"
           else "not met" if layer_u and layer_z else "not measured")],
+        row("Redis round trips per workflow step, linear run of worker steps (run lock, load, "
+            "save, clear + unlock, job's state read)", "<= 6", "wf_roundtrips_step"),
+        row("workflow engine CPU per step (runner.apply of a step job's end), real Redis and "
+            "NATS on loopback", "<= 5 ms", "wf_cpu_step",
+            f"; transform-only steps: {fmt(wf_cpu['median'])} ms" if wf_cpu else ""),
     ]
     return rows
 

@@ -30,7 +30,7 @@ from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
 from tests.conftest import NATS_URL, REDIS_URL
 from tests.helpers import call, event, forget_jobs
-from tests.security.conftest import BOB, meta_of
+from tests.security.conftest import ALICE, BOB, meta_of
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 GATED_TOPIC = "job.echo.approval"
@@ -204,3 +204,20 @@ def test_a_new_bus_job_with_approval_labels_never_approves_itself(platform):
     meta = meta_of(job_id)
     assert meta["state"] == "APPROVAL_REQUIRED"
     assert meta["safety_reason"] != "approval granted"
+
+
+def test_the_principal_of_a_bus_job_cannot_approve_it(platform):
+    # Given a gated job that came over the bus for principal "alice" (a workflow's
+    # approval gate: the run's starter is its principal)
+    job_id = f"bus-owner-{platform.unique}"
+    platform.jobs.append(job_id)
+    req = protocol.JobRequest(job_id=job_id, topic=GATED_TOPIC, tenant_id="default",
+                              principal_id="alice", env={"tenant_id": "default"})
+    first = runtime.run(platform.engine.handle_request(bus_packet(req)))
+    assert (first.action, first.state) == ("gated", "APPROVAL_REQUIRED"), first
+    # When alice approves it herself
+    status, body, _ = call(event("POST", f"/api/v1/approvals/{job_id}/approve",
+                                 {"reason": "mine"}, key=ALICE))
+    # Then it is refused: the job's submitter is recorded from the bus request too
+    assert (status, body["code"]) == (403, "self_approval_denied"), body
+    assert meta_of(job_id)["state"] == "APPROVAL_REQUIRED"

@@ -8,6 +8,7 @@ the publish, RUNNING after it.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import replace
@@ -135,7 +136,12 @@ class Dispatcher:
             # Came straight from the bus, not through the gateway: it starts PENDING,
             # with its request stored for the replayer.
             await self._save_request(req)
-            await self._writer.transition(job_id, [JobState.PENDING], (NO_STATE,), base)
+            # Its submitter, as the gateway records one: an approval of this job by
+            # the same principal (a run's starter approving its own gate) is refused.
+            first = {**base, "principal": req.principal_id} if req.principal_id else base
+            if req.labels:
+                first["labels"] = json.dumps(dict(req.labels), separators=(",", ":"))
+            await self._writer.transition(job_id, [JobState.PENDING], (NO_STATE,), first)
         elif state == JobState.SCHEDULED:
             # A replayed SCHEDULED job counts as another scheduling attempt.
             await self._bump_attempts(job_id)

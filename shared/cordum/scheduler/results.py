@@ -18,7 +18,7 @@ from cordum.scheduler.output_check import QUARANTINE_REASON_CODE
 from cordum.scheduler.output_phase import OutputPhase
 from cordum.scheduler.packets import Outcome, decode
 from cordum.store.errors import StoreError
-from cordum.store.jobs import OPEN_STATES, JobState
+from cordum.store.jobs import NO_STATE, OPEN_STATES, JobState
 from cordum.store.results import is_worker_pointer, result_pointer
 
 if TYPE_CHECKING:
@@ -245,9 +245,15 @@ class ResultPath:
             log.warning("dropping cancel without job_id")
             return Outcome("", "dropped", detail="job_id is empty")
         fields = {"failure_reason": cancel.reason or "cancelled"}
+        only_from: tuple[str, ...] = tuple(OPEN_STATES)
+        if cancel.requested_by == protocol.SENDER_WORKFLOW:
+            # A run's cancel can overtake its step's request, still on its way through
+            # the bridge and the submit queue: the job is stored CANCELLED now, and
+            # the request, when it comes, finds it over (no orphaned gate or job).
+            only_from += (NO_STATE,)
         # A store failure raises RetryAfter: the cancel is redelivered, not dropped.
         applied = await self._writer.transition(cancel.job_id, [JobState.CANCELLED],
-                                                OPEN_STATES, fields)
+                                                only_from, fields)
         if applied and cancel.job_id.partition(":")[1]:
             # A step job cancelled from the bus (its run's own cancel, or a producer):
             # the run hears it like any end; one that is not a run's step is ignored there.

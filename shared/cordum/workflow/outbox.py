@@ -32,8 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SENDER = "workflow-engine"
-"""The sender id of what the engine publishes (and the requester of its cancels)."""
+SENDER = protocol.SENDER_WORKFLOW
 CANCEL_REASON = "workflow run cancelled"
 PRIORITIES = {"interactive": 1, "batch": 2, "critical": 3}
 

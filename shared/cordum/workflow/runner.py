@@ -89,10 +89,12 @@ class WorkflowRunner:
         ``RetryAfter`` when it must be delivered again (lock busy, store down)."""
         run_id, job = event.run_id, None
         if event.kind == "job":
-            mapped = await self.store.job_run(event.job_id)
-            if mapped is None or mapped[1] != run_id:
+            # ``<run>:<step path>@<attempt>``: the engine applies it only to the step
+            # whose job it is (the same id), with the state the job store holds.
+            step_path = step_path_of(event.job_id, run_id)
+            if not step_path:
                 return "ignored: not a step job of this run"
-            job = (mapped[2], event.job_id)
+            job = (step_path, event.job_id)
         try:
             async with self.store.run_lock(run_id, wait_s=LOCK_WAIT_S):
                 changed = await self._apply_locked(run_id, event.kind, job)
@@ -214,6 +216,15 @@ class WorkflowRunner:
             # Saved with the run: the next event (or the reconciler) carries it out.
             raise RetryAfter(f"run {run.id}: outbox not carried out: {exc}", RETRY_S) from exc
         await self.store.clear_outbox(run.id)
+
+
+def step_path_of(job_id: str, run_id: str) -> str:
+    """The step path of a step job id of ``run_id`` ('' when it is not one)."""
+    prefix = f"{run_id}:"
+    if not run_id or not job_id.startswith(prefix):
+        return ""
+    path, sep, attempt = job_id[len(prefix):].rpartition("@")
+    return path if sep and attempt.isdigit() else ""
 
 
 def next_fire(run: WorkflowRun, wf: Workflow) -> float | None:
