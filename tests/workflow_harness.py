@@ -31,7 +31,9 @@ from cordum.safety.client import SafetyClient
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.errors import RetryAfter
+from cordum.scheduler.saga import Saga
 from cordum.scheduler.strategy import LeastLoadedStrategy
+from cordum.store.indexes import JobIndexes
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
 from cordum.workflow.runner import WorkflowRunner
@@ -80,6 +82,16 @@ class Worker:
         return "SUCCEEDED"
 
 
+@dataclass
+class Rollbacks:
+    """The saga-rollback function's trigger (an async Lambda invoke): what was asked."""
+
+    asked: list[tuple[str, str]] = field(default_factory=list)
+
+    async def trigger(self, tenant: str, workflow_id: str) -> None:
+        self.asked.append((tenant, workflow_id))
+
+
 class WorkflowStack:
     def __init__(self, kernel_addr: str, *, topics: tuple[str, ...] = ()) -> None:
         self.unique = uuid.uuid4().hex[:10]
@@ -90,6 +102,7 @@ class WorkflowStack:
         self.queue = EventQueue()
         self.snapshot_key = f"test:snapshot:{self.unique}"
         self.worker = Worker(f"w-{self.unique}")
+        self.rollbacks = Rollbacks()
         all_topics = ("job.default", "job.echo", *topics)
         self.engine = Engine(
             store=JobStore(self.redis),
@@ -101,6 +114,9 @@ class WorkflowStack:
             locks=JobLocks(self.redis),
             backoff=BackoffPolicy(),
             runs=self.queue,
+            saga=Saga(self.redis, self.publisher),
+            requests=JobIndexes(self.redis),
+            rollback=self.rollbacks,
         )
         self.store = WorkflowStore(self.redis)
         self.runner = WorkflowRunner(self.store, self.redis, self.publisher, self.queue)
@@ -199,6 +215,13 @@ class WorkflowStack:
         for run_id in self.run_ids:
             await self.store.delete_run(self.tenant, run_id)
         await self.redis.delete(self.snapshot_key)
+        from cordum.store.saga import saga_key
+
+        for run_id in self.run_ids:
+            await self.redis.delete(*(saga_key(self.tenant, run_id, part)
+                                      for part in ("stack", "lock", "recorded")))
+        for wf in await self.store.list_definitions(self.tenant):
+            await self.store.delete_definition(self.tenant, wf.id)
         await self.redis.aclose()
 
     def job_ids(self) -> set[str]:

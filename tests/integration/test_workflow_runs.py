@@ -321,3 +321,34 @@ def test_the_reconciler_finds_a_lost_result_and_a_due_timer(stack):
     run_id, report, run = loop.run_until_complete(scenario())
     assert report.timers_fired == 1
     assert run.status == "succeeded" and run.steps["wait"].status == "succeeded"
+
+
+def test_a_fatal_failure_rolls_back_the_runs_own_succeeded_steps(stack):
+    loop, s = stack
+    s.worker.script["job.default"] = ["FAILED_FATAL"]
+    definition = {"steps": {
+        "book": {"type": "worker", "topic": "job.echo",
+                 "compensation": {"topic": "job.echo", "input": {"undo": "book"}}},
+        "pay": {"type": "worker", "topic": "job.default", "depends_on": ["book"]},
+    }}
+
+    async def scenario():
+        run_id = await start(s, definition, {})
+        run = await finished(s, run_id, "failed")
+        from cordum.store.saga import stack_key
+
+        stacked = await s.redis.lrange(stack_key(s.tenant, run_id), 0, -1)
+        undo_ctx = await s.redis.get(protocol.context_key(f"{run_id}:book@1:undo"))
+        return run_id, run, stacked, undo_ctx
+
+    run_id, run, stacked, undo_ctx = loop.run_until_complete(scenario())
+    assert run.steps["pay"].status == "failed"
+    # The succeeded step's undo is on this run's own saga (tenant and run), with its input
+    assert len(stacked) == 1
+    template = protocol.JobRequest.FromString(stacked[0])
+    assert (template.topic, template.workflow_id) == ("job.echo", run_id)
+    assert template.context_ptr == protocol.pointer(
+        protocol.context_key(f"{run_id}:book@1:undo"))
+    assert json.loads(undo_ctx) == {"undo": "book"}
+    # and the fatal failure asked the saga-rollback function to undo this run.
+    assert s.rollbacks.asked == [(s.tenant, run_id)]

@@ -424,3 +424,19 @@ def test_template_errors() -> None:
 )
 def test_has_template(value: Any, expected: bool) -> None:
     assert has_template(value) is expected
+
+
+@pytest.mark.parametrize("path", ["input", "input.total", "input.items", "input.missing",
+                                  "steps", "nothing_here", "input . total"])
+def test_a_plain_member_path_reads_as_the_interpreter_reads_it(path: str) -> None:
+    # A bare path is read without the interpreter; in parentheses it goes through it.
+    assert evaluate(path, SCOPE) == evaluate(f"({path})", SCOPE)
+
+
+@pytest.mark.parametrize("path", ["input.missing.x", "input.total.x", "input.items.x"])
+def test_a_plain_member_path_fails_as_the_interpreter_fails(path: str) -> None:
+    with pytest.raises(ExpressionError) as fast:
+        evaluate(path, SCOPE)
+    with pytest.raises(ExpressionError) as slow:
+        evaluate(f"({path})", SCOPE)
+    assert str(fast.value).split(": ", 1)[1] == str(slow.value).split(": ", 1)[1]

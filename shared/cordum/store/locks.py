@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cordum.store.errors import LockBusy, LockUnavailable, StoreError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable
+    from collections.abc import AsyncIterator, Awaitable, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +116,8 @@ class LockScripts:
     async def renew(self, key: str, token: str, ttl_s: float) -> bool:
         return bool(await self._renew(keys=[key], args=[token, _ms(ttl_s)]))
 
-    async def release(self, key: str, token: str) -> bool:
-        return bool(await self._release(keys=[key], args=[token]))
+    async def release(self, key: str, token: str, also_delete: Sequence[str] = ()) -> bool:
+        return bool(await self._release(keys=[key, *also_delete], args=[token]))
 
 
 class Lease:
@@ -149,6 +149,9 @@ class Lease:
         self._policy = policy
         self._renewer: asyncio.Task[None] | None = None
         self._released = False
+        self.release_also: list[str] = []
+        """Keys the holder is done with, deleted by the release in the same round trip,
+        and only while the lock is still this lease's."""
 
     @property
     def lost(self) -> bool:
@@ -203,7 +206,8 @@ class Lease:
         self._released = True
         try:
             deleted = await asyncio.wait_for(
-                self._scripts.release(self.key, self.token), self._policy.op_timeout_s)
+                self._scripts.release(self.key, self.token, self.release_also),
+                self._policy.op_timeout_s)
         except Exception as exc:
             log.warning("releasing lock %s failed (it expires by itself): %s", self.key, exc)
             return False

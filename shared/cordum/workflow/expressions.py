@@ -14,7 +14,9 @@ its events.
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,6 +47,9 @@ def evaluate(expr: str, scope: Mapping[str, Any]) -> Any:
         raise ExpressionError(
             f"expression is {len(expr)} characters long; at most {MAX_EXPRESSION} are accepted"
         )
+    path = _member_path(expr)
+    if path is not None:
+        return _follow(expr, path, scope)
     program = _compile(expr)
     from cordum.workflow.cel_runtime import EVAL_ERRORS
 
@@ -57,6 +62,50 @@ def evaluate(expr: str, scope: Mapping[str, Any]) -> Any:
     except RecursionError as exc:
         raise ExpressionError(f"cannot evaluate {_quote(expr)}: nested too deeply") from exc
     return runtime.plain(result)
+
+
+_PATH = re.compile(r"\s*([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*")
+_WORDS = frozenset({"nil", "true", "false", "not", "and", "or", "in", "contains", "matches",
+                    "startsWith", "endsWith", "let"})
+
+
+@lru_cache(maxsize=_PROGRAM_CACHE)
+def _member_path(expr: str) -> tuple[str, ...] | None:
+    """``input.order.id`` -> ("input", "order", "id"): the form most templates take, read
+    without the CEL interpreter (same answers: a missing name or key is nil, a field of
+    nil or of a scalar is an error). None for anything else."""
+    match = _PATH.fullmatch(expr)
+    if match is None:
+        return None
+    parts = tuple(part.strip() for part in match.group(1).split("."))
+    return None if parts[0] in _WORDS else parts
+
+
+def _follow(expr: str, path: tuple[str, ...], scope: Mapping[str, Any]) -> Any:
+    value = scope.get(path[0])
+    for key in path[1:]:
+        if isinstance(value, dict):
+            value = value.get(key)
+            continue
+        if isinstance(value, list):
+            raise ExpressionError(f"cannot evaluate {_quote(expr)}: a list index must be an "
+                                  "integer, not string")
+        kind = "nil" if value is None else _kind_of(value)
+        raise ExpressionError(f"cannot evaluate {_quote(expr)}: cannot fetch {key!r} from "
+                              f"{kind}")
+    return copy.deepcopy(value) if isinstance(value, dict | list) else value
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    return "list" if isinstance(value, list) else type(value).__name__
 
 
 def truthy(value: Any) -> bool:

@@ -25,10 +25,12 @@ from cordum import protocol
 from cordum.bus.workflow_events import MAX_DELAY_S, RunEvent
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from cordum.bus.workflow_events import RunEventSink
     from cordum.scheduler.ports import DurablePublisher
     from cordum.workflow.engine import Effects, StepJob
-    from cordum.workflow.model import WorkflowRun
+    from cordum.workflow.model import Step, WorkflowRun
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +39,19 @@ CANCEL_REASON = "workflow run cancelled"
 PRIORITIES = {"interactive": 1, "batch": 2, "critical": 3}
 
 
-def to_outbox(effects: Effects, *, timer_at: float | None) -> list[dict[str, Any]]:
+def to_outbox(effects: Effects, *, timer_at: float | None,
+              steps: Mapping[str, Step] | None = None) -> list[dict[str, Any]]:
     """The effects as outbox entries (JSON-safe); empty when there is nothing to do.
-    ``timer_at``: a new fire time of the run's timer, to queue."""
-    out: list[dict[str, Any]] = [{"job": job_doc(job)} for job in effects.jobs]
+    ``timer_at``: a new fire time of the run's timer, to queue; ``steps``: the
+    definition's steps, whose ``compensation`` rides on their jobs."""
+    out: list[dict[str, Any]] = []
+    for job in effects.jobs:
+        doc = job_doc(job)
+        step = (steps or {}).get(job.step_id)
+        if step is not None and step.compensation is not None and job.kind == "job":
+            doc["compensation"] = {"topic": step.compensation.topic,
+                                   "input": step.compensation.input}
+        out.append({"job": doc})
     out += [{"cancel": job_id} for job_id in effects.cancels]
     out += [{"alert": alert} for alert in effects.alerts]
     if timer_at is not None:
@@ -59,6 +70,23 @@ def job_doc(job: StepJob) -> dict[str, Any]:
 def context_json(doc: dict[str, Any]) -> str:
     """What ``ctx:<job id>`` holds for a step job: its built input, as JSON."""
     return json.dumps(doc["input"], separators=(",", ":"), default=str)
+
+
+def undo_context_id(job_id: str) -> str:
+    """Where a step's compensation input is kept: ``ctx:<job id>:undo``."""
+    return f"{job_id}:undo"
+
+
+def contexts_of(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """The ``ctx:`` payloads to store with the run: each step job's input, and its
+    compensation's input when it has one (else the undo job gets the step's input)."""
+    out = {doc["job_id"]: context_json(doc) for doc in docs}
+    for doc in docs:
+        comp = doc.get("compensation")
+        if comp and comp.get("input") is not None:
+            out[undo_context_id(doc["job_id"])] = json.dumps(comp["input"],
+                                                             separators=(",", ":"))
+    return out
 
 
 def job_request(run: WorkflowRun, doc: dict[str, Any]) -> protocol.JobRequest:
@@ -83,6 +111,14 @@ def job_request(run: WorkflowRun, doc: dict[str, Any]) -> protocol.JobRequest:
     req.meta.requires.extend(str(t) for t in meta.get("requires") or [])
     if doc.get("deadline_ms"):
         req.budget.deadline_ms = int(doc["deadline_ms"])
+    comp = doc.get("compensation")
+    if comp:
+        # Recorded on the run's saga when the step succeeds (the result path keys the
+        # saga by the request's workflow_id: this run); undone if the run fails fatally.
+        req.compensation.topic = comp["topic"]
+        if comp.get("input") is not None:
+            req.compensation.context_ptr = protocol.pointer(
+                protocol.context_key(undo_context_id(job_id)))
     return req
 
 

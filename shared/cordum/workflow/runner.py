@@ -25,14 +25,16 @@ from cordum.store.errors import LockBusy, StoreError
 from cordum.store.jobs import meta_key
 from cordum.workflow import engine
 from cordum.workflow.errors import RunNotCancellable, RunNotFound
+from cordum.workflow.keys import outbox_key
 from cordum.workflow.model import OPEN_RUN
-from cordum.workflow.outbox import OutboxRunner, context_json, to_outbox
+from cordum.workflow.outbox import OutboxRunner, contexts_of, to_outbox
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cordum.bus.workflow_events import RunEvent, RunEventSink
     from cordum.scheduler.ports import DurablePublisher
+    from cordum.store.locks import Lease
     from cordum.workflow.engine import Effects
     from cordum.workflow.model import Workflow, WorkflowRun
     from cordum.workflow.store import WorkflowStore
@@ -79,8 +81,8 @@ class WorkflowRunner:
         if run.status not in OPEN_RUN:
             return False
         try:
-            async with self.store.run_lock(run_id, wait_s=LOCK_WAIT_S):
-                return await self._apply_locked(run_id, "cancel", None)
+            async with self.store.run_lock(run_id, wait_s=LOCK_WAIT_S) as lease:
+                return await self._apply_locked(lease, run_id, "cancel", None)
         except LockBusy as exc:
             raise RunNotCancellable("workflow run is busy, try again") from exc
 
@@ -96,8 +98,8 @@ class WorkflowRunner:
                 return "ignored: not a step job of this run"
             job = (step_path, event.job_id)
         try:
-            async with self.store.run_lock(run_id, wait_s=LOCK_WAIT_S):
-                changed = await self._apply_locked(run_id, event.kind, job)
+            async with self.store.run_lock(run_id, wait_s=LOCK_WAIT_S) as lease:
+                changed = await self._apply_locked(lease, run_id, event.kind, job)
         except LockBusy as exc:
             raise RetryAfter(f"run {run_id} is locked", RETRY_S) from exc
         except StoreError as exc:
@@ -106,18 +108,18 @@ class WorkflowRunner:
 
     async def reconcile(self, run_id: str, *, stale_start_s: float) -> bool:
         """The reconciler's pass over one open run (lock taken without waiting)."""
-        async with self.store.run_lock(run_id):
-            return await self._apply_locked(run_id, "reconcile", None,
+        async with self.store.run_lock(run_id) as lease:
+            return await self._apply_locked(lease, run_id, "reconcile", None,
                                             stale_start_s=stale_start_s)
 
-    async def _apply_locked(self, run_id: str, kind: str, job: tuple[str, str] | None,
-                            *, stale_start_s: float = 0.0) -> bool:
+    async def _apply_locked(self, lease: Lease, run_id: str, kind: str,
+                            job: tuple[str, str] | None, *, stale_start_s: float = 0.0) -> bool:
         loaded = await self.store.load(run_id)
         if loaded is None:
             return False
         run, wf, leftover = loaded
         if leftover:
-            await self._carry_out(run, leftover)
+            await self._carry_out(lease, run, leftover)
         before = run.updated_at
         timer_before = next_fire(run, wf)
         now = utcnow()
@@ -125,15 +127,19 @@ class WorkflowRunner:
         if effects is None or (run.updated_at == before and not _has_work(effects)):
             return False
         timer_at = next_fire(run, wf)
-        outbox = to_outbox(effects, timer_at=timer_at if timer_at != timer_before else None)
+        outbox = to_outbox(effects, timer_at=timer_at if timer_at != timer_before else None,
+                           steps=wf.steps)
         step_jobs = [entry["job"] for entry in outbox if "job" in entry]
         await self.store.save(
             run, timeline=effects.timeline, outbox=outbox or None,
             jobs={doc["job_id"]: doc["step_id"] for doc in step_jobs} or None,
-            contexts={doc["job_id"]: context_json(doc) for doc in step_jobs} or None,
+            contexts=contexts_of(step_jobs) or None,
             timer_at=timer_at if timer_at != timer_before else ...)
+        # The save wrote this event's outbox over any leftover (or deleted it): only
+        # what is carried out from here on may be deleted with the lock.
+        lease.release_also.clear()
         if outbox:
-            await self._carry_out(run, outbox)
+            await self._carry_out(lease, run, outbox)
         return True
 
     async def _decide(self, run: WorkflowRun, wf: Workflow, kind: str,
@@ -209,13 +215,16 @@ class WorkflowRunner:
             states[job_id] = "FAILED_FATAL" if state == "FAILED" and fatal else state
         return states
 
-    async def _carry_out(self, run: WorkflowRun, outbox: list[dict[str, Any]]) -> None:
+    async def _carry_out(self, lease: Lease, run: WorkflowRun,
+                         outbox: list[dict[str, Any]]) -> None:
         try:
             await self._outbox.perform(run, outbox)
         except Exception as exc:
             # Saved with the run: the next event (or the reconciler) carries it out.
             raise RetryAfter(f"run {run.id}: outbox not carried out: {exc}", RETRY_S) from exc
-        await self.store.clear_outbox(run.id)
+        # Removed by the lock's release, in its round trip: a release that fails (or a
+        # lease lost meanwhile) leaves it to be carried out again, which repeats nothing.
+        lease.release_also.append(outbox_key(run.id))
 
 
 def step_path_of(job_id: str, run_id: str) -> str:
