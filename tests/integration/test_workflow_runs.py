@@ -352,3 +352,58 @@ def test_a_fatal_failure_rolls_back_the_runs_own_succeeded_steps(stack):
     assert json.loads(undo_ctx) == {"undo": "book"}
     # and the fatal failure asked the saga-rollback function to undo this run.
     assert s.rollbacks.asked == [(s.tenant, run_id)]
+
+
+APPROVAL = {"steps": {
+    "gate": {"type": "approval", "input": {"amount": "${input.amount}"}},
+    "after": {"type": "worker", "topic": "job.echo", "depends_on": ["gate"]},
+}}
+
+
+def approvals(s: WorkflowStack, kernel_addr: str):
+    from cordum.gateway.approvals import ApprovalService
+    from cordum.safety.snapshots import KernelSnapshots
+    from cordum.store.jobs import JobStore
+
+    return ApprovalService(JobStore(s.redis), s.redis, s.publisher,
+                           KernelSnapshots(kernel_addr, 2.0))
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_an_approval_step_waits_for_a_human_on_its_gate_job(stack, kernel, decision):
+    from cordum.gateway.models import ApprovalDecisionRequest
+
+    loop, s = stack
+    approver = Principal(tenant=s.tenant, role="admin", principal_id=f"approver-{s.unique}")
+
+    async def scenario():
+        run_id = await start(s, APPROVAL, {"amount": 7})
+        gate = f"{run_id}:gate@1"
+
+        async def gated() -> bool:
+            return (await s.redis.hget(meta_key(gate), "state")) == b"APPROVAL_REQUIRED"
+
+        await s.pump(gated)
+        waiting = await s.store.get_run(s.tenant, run_id)
+        assert (waiting.status, waiting.steps["gate"].status) == ("waiting", "waiting")
+        service = approvals(s, kernel)
+        body = ApprovalDecisionRequest(reason="checked")
+        # The run's starter may not decide its own gate; another principal may.
+        from cordum.gateway.errors import Forbidden
+
+        with pytest.raises(Forbidden):
+            await service.approve(who(s), gate, body)
+        await getattr(service, decision)(approver, gate, body)
+        want = "succeeded" if decision == "approve" else "denied"
+        return run_id, await finished(s, run_id, want), json.loads(
+            await s.redis.get(protocol.context_key(gate)))
+
+    run_id, run, gate_ctx = loop.run_until_complete(scenario())
+    assert gate_ctx["kind"] == "workflow_approval_context"
+    assert gate_ctx["workflow"]["run_id"] == run_id and gate_ctx["decision"] == {"amount": 7}
+    if decision == "approve":
+        assert run.steps["gate"].status == "succeeded"
+        assert s.worker.received == [f"{run_id}:after@1"]
+    else:
+        assert run.steps["gate"].status == "denied"
+        assert run.steps["after"].status == "skipped" and not s.worker.received
