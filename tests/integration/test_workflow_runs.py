@@ -407,3 +407,32 @@ def test_an_approval_step_waits_for_a_human_on_its_gate_job(stack, kernel, decis
     else:
         assert run.steps["gate"].status == "denied"
         assert run.steps["after"].status == "skipped" and not s.worker.received
+
+
+def test_a_cancel_that_overtakes_its_steps_request_leaves_the_job_cancelled_and_owned(stack):
+    import uuid
+
+    loop, s = stack
+    job_id = f"{uuid.uuid4()}:work@1"
+    cancel = protocol.JobCancel(job_id=job_id, reason="workflow run cancelled",
+                                requested_by=protocol.SENDER_WORKFLOW)
+    req = protocol.JobRequest(job_id=job_id, topic="job.echo", tenant_id=s.tenant,
+                              principal_id="p", workflow_id=job_id.partition(":")[0])
+
+    async def scenario():
+        # The run's cancel reaches the result path before the step's request reaches
+        # the submit path (the bridge and the queues carry them apart)
+        first = await s.engine.handle_result(protocol.packet(
+            trace_id="t", sender_id=protocol.SENDER_WORKFLOW, job_cancel=cancel
+        ).SerializeToString())
+        late = await s.engine.handle_request(protocol.packet(
+            trace_id="t", sender_id=protocol.SENDER_WORKFLOW, job_request=req
+        ).SerializeToString())
+        meta = await s.redis.hgetall(meta_key(job_id))
+        return first, late, {k.decode(): v.decode() for k, v in meta.items()}
+
+    first, late, meta = loop.run_until_complete(scenario())
+    assert first.action == "cancelled"
+    assert (late.action, late.state) == ("noop", "CANCELLED")
+    assert not s.worker.received  # never dispatched
+    assert (meta["state"], meta["tenant"], meta["topic"]) == ("CANCELLED", s.tenant, "job.echo")

@@ -660,3 +660,26 @@ def test_the_timer_is_the_earliest_of_timeout_delay_and_backoff():
     run = new_run()
     assert engine.start(run, wf, NOW).timer_at == at(40).timestamp()
     assert finish(run, wf, "a", "FAILED", when=at(5)).timer_at == at(25).timestamp()
+
+
+def test_a_lost_approval_gate_is_sent_again_then_fails_after_three_tries():
+    wf = workflow({"gate": {"type": "approval"}})
+    run = new_run({})
+    first = engine.start(run, wf, NOW)
+    assert [j.job_id for j in first.jobs] == [f"{RUN}:gate@1"]
+    # Not stored yet, but not 30 s late either: left alone
+    quiet = engine.reconcile(run, wf, {f"{RUN}:gate@1": ""}, at(10))
+    assert not quiet.jobs and run.steps["gate"].status == "waiting"
+    # Missing past 30 s: sent again as a new attempt
+    again = engine.reconcile(run, wf, {f"{RUN}:gate@1": ""}, at(31))
+    assert [j.job_id for j in again.jobs] == [f"{RUN}:gate@2"]
+    assert "step_gate_reset" in kinds(again) and run.steps["gate"].status == "waiting"
+    # A gate that is stored (waiting for a human) is never reset, however long it waits
+    stored = engine.reconcile(run, wf, {f"{RUN}:gate@2": "APPROVAL_REQUIRED"}, at(3600))
+    assert not stored.jobs and run.steps["gate"].job_id == f"{RUN}:gate@2"
+    third = engine.reconcile(run, wf, {f"{RUN}:gate@2": ""}, at(61))
+    assert [j.job_id for j in third.jobs] == [f"{RUN}:gate@3"]
+    lost = engine.reconcile(run, wf, {f"{RUN}:gate@3": ""}, at(91))
+    assert not lost.jobs
+    assert run.steps["gate"].status == "failed" and error_code(run, "gate") == "approval_gate_lost"
+    assert run.status == "failed"

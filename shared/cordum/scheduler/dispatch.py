@@ -122,6 +122,10 @@ class Dispatcher:
             if state in (JobState.DENIED, JobState.FAILED):
                 await self._writer.publish_dlq(job_id, state, meta.get("failure_reason", ""),
                                                "redelivery_dlq_retry")
+            if not meta.get("tenant"):
+                # Cancelled before its request came (a run's cancel overtook it): the
+                # request says whose job it is, so its tenant can look it up.
+                await self._own_tombstone(req, tenant, trace_id)
             return Outcome(job_id, "noop", state, "terminal")
         base = {"topic": req.topic, "tenant": tenant, "trace_id": trace_id}
         workflow_id = req.workflow_id.strip()
@@ -367,6 +371,16 @@ class Dispatcher:
             await self._writer.publish_dlq(job_id, state.value, reason, code)
             await self._tell_run(job_id)
         return Outcome(job_id, "failed" if applied else "noop", state.value, code)
+
+    async def _own_tombstone(self, req: protocol.JobRequest, tenant: str,
+                             trace_id: str) -> None:
+        fields = {"topic": req.topic, "tenant": tenant, "trace_id": trace_id}
+        if req.principal_id:
+            fields["principal"] = req.principal_id
+        try:
+            await self._store.put_records(req.job_id, fields, {})
+        except StoreError as exc:  # only its visibility is lost; the job stays over
+            log.warning("job %s: owner of a cancelled job not recorded: %s", req.job_id, exc)
 
     async def _tell_run(self, job_id: str) -> None:
         """A workflow step's job refused at dispatch: its run hears it now (the result

@@ -35,6 +35,7 @@ from cordum.workflow.steps import (
     apply_result,
     begin,
     delay_due,
+    fail,
     fire_delay,
     is_delay,
     utc,
@@ -152,9 +153,37 @@ def reconcile(run: WorkflowRun, wf: Workflow, jobs: Mapping[str, str],
         if sr.status in (StepStatus.RUNNING, StepStatus.WAITING) and job_outcome(state):
             ptr = result_pointer(sr.job_id) if state == JobState.SUCCEEDED else ""
             _apply(a, step_id, sr.job_id, state, None, ptr, None)
+    _reset_lost_gates(a, jobs)
     _fire_delays(a)
     _settle(a)
     return _effects(a)
+
+
+GATE_LOST_S = 30.0
+"""An approval step whose gate job is still not stored this long after it was sent
+(per attempt) lost it: it is sent again (§8)."""
+GATE_TRIES = 3
+"""Gate jobs sent before the step fails with ``approval_gate_lost``."""
+
+
+def _reset_lost_gates(a: Advance, jobs: Mapping[str, str]) -> None:
+    for step_id, step in a.wf.steps.items():
+        sr = a.run.steps[step_id]
+        if (sr.status != StepStatus.WAITING or not sr.job_id or jobs.get(sr.job_id)
+                or (step.type or "").strip().lower() != "approval"):
+            continue
+        started = parse_time(sr.started_at) if sr.started_at else None
+        if started is None or (a.now - started).total_seconds() < GATE_LOST_S * sr.attempts:
+            continue
+        if sr.attempts >= GATE_TRIES:
+            fail(a, step, sr, StepStatus.FAILED,
+                 {"code": "approval_gate_lost", "job_id": sr.job_id,
+                  "message": f"the approval gate job was not stored after {sr.attempts} tries"})
+            continue
+        a.note("step_gate_reset", step_id, job_id=sr.job_id, status=StepStatus.PENDING,
+               message="approval gate job not found; sending it again")
+        sr.status = StepStatus.PENDING
+        sr.job_id = ""
 
 
 def _fire_delays(a: Advance) -> None:
