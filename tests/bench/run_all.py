@@ -249,8 +249,8 @@ def budget_rows(figs: dict[str, dict[str, Any]]) -> list[list[str]]:
          else "not measured", floor_cell(layer_u) + " (dependencies alone)" if layer_u else "–",
          ("met" if layer_u and layer_z and layer_u["verdict"] == layer_z["verdict"] == "met"
           else "not met" if layer_u and layer_z else "not measured")],
-        row("Redis round trips per workflow step, linear run of worker steps (run lock, load, "
-            "save, clear + unlock, job's state read)", "<= 6", "wf_roundtrips_step"),
+        row("Redis round trips per workflow step, linear run of worker steps (lock + load + "
+            "job's end, save, unlock + outbox clear)", "<= 4", "wf_roundtrips_step"),
         row("workflow engine CPU per step (runner.apply of a step job's end), real Redis and "
             "NATS on loopback", "<= 5 ms", "wf_cpu_step",
             f"; transform-only steps: {fmt(wf_cpu['median'])} ms" if wf_cpu else ""),

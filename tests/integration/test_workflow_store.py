@@ -491,3 +491,38 @@ def test_reconciler_lock_is_a_ttl_hold_on_its_key(env):
     assert (lock.key, lock.ttl_s) == ("cordum:workflow-engine:reconciler:default", 20)
 
 
+
+
+def test_locked_run_takes_the_lock_and_reads_the_run_and_its_jobs_end_in_one_call(env):
+    wf = env.definition()
+    run = env.new_run(wf)
+    job_id = f"{run.id}:a@1"
+    key = keys.run_lock_key(run.id)
+
+    async def scenario():
+        await env.create(run, wf)
+        await env.redis.hset(f"job:meta:{job_id}", mapping={
+            "state": "FAILED", "result_status": "FAILED_FATAL", "failure_reason": "boom"})
+        await env.redis.set(f"res:{job_id}", b"x" * 10)
+        async with env.store.locked_run(run.id, job_id=job_id, max_result_bytes=5) as locked:
+            held = await env.redis.get(key)
+            with pytest.raises(LockBusy):
+                async with env.store.locked_run(run.id):
+                    pass
+            small = locked
+        async with env.store.locked_run(run.id, job_id=job_id, max_result_bytes=100) as big:
+            pass
+        async with env.store.locked_run(f"run-{env.unique}-none") as missing:
+            missing_held = await env.redis.exists(keys.run_lock_key(f"run-{env.unique}-none"))
+        await env.redis.delete(f"job:meta:{job_id}", f"res:{job_id}")
+        return held, small, big, missing, missing_held, await env.redis.exists(key)
+
+    held, small, big, missing, missing_held, after = env.run(scenario())
+    assert small.lease is not None and held == small.lease.token.encode()
+    assert small.loaded is not None and small.loaded[0].id == run.id
+    assert small.job is not None and (small.job.state, small.job.result_status) == (
+        "FAILED", "FAILED_FATAL")
+    assert small.job.failure_reason == "boom" and small.job.result is None  # over 5 bytes
+    assert big.job is not None and big.job.result == b"x" * 10
+    assert (missing.lease, missing.loaded) == (None, None) and missing_held == 0
+    assert after == 0  # released on exit

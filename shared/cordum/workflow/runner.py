@@ -19,7 +19,6 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cordum import protocol
 from cordum.scheduler.errors import RetryAfter
 from cordum.store.errors import LockBusy, StoreError
 from cordum.store.jobs import meta_key
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
     from cordum.store.locks import Lease
     from cordum.workflow.engine import Effects
     from cordum.workflow.model import Workflow, WorkflowRun
-    from cordum.workflow.store import WorkflowStore
+    from cordum.workflow.store import LockedRun, StoredJobEnd, WorkflowStore
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +80,8 @@ class WorkflowRunner:
         if run.status not in OPEN_RUN:
             return False
         try:
-            async with self.store.run_lock(run_id, wait_s=LOCK_WAIT_S) as lease:
-                return await self._apply_locked(lease, run_id, "cancel", None)
+            async with self.store.locked_run(run_id, wait_s=LOCK_WAIT_S) as locked:
+                return await self._apply_locked(locked, "cancel", None)
         except LockBusy as exc:
             raise RunNotCancellable("workflow run is busy, try again") from exc
 
@@ -98,8 +97,11 @@ class WorkflowRunner:
                 return "ignored: not a step job of this run"
             job = (step_path, event.job_id)
         try:
-            async with self.store.run_lock(run_id, wait_s=LOCK_WAIT_S) as lease:
-                changed = await self._apply_locked(lease, run_id, event.kind, job)
+            # The lock, the run and (for a job's end) the job's stored end: one round trip.
+            async with self.store.locked_run(
+                    run_id, wait_s=LOCK_WAIT_S, job_id=job[1] if job else "",
+                    max_result_bytes=INLINE_OUTPUT_BYTES) as locked:
+                changed = await self._apply_locked(locked, event.kind, job)
         except LockBusy as exc:
             raise RetryAfter(f"run {run_id} is locked", RETRY_S) from exc
         except StoreError as exc:
@@ -108,14 +110,14 @@ class WorkflowRunner:
 
     async def reconcile(self, run_id: str, *, stale_start_s: float) -> bool:
         """The reconciler's pass over one open run (lock taken without waiting)."""
-        async with self.store.run_lock(run_id) as lease:
-            return await self._apply_locked(lease, run_id, "reconcile", None,
+        async with self.store.locked_run(run_id) as locked:
+            return await self._apply_locked(locked, "reconcile", None,
                                             stale_start_s=stale_start_s)
 
-    async def _apply_locked(self, lease: Lease, run_id: str, kind: str,
-                            job: tuple[str, str] | None, *, stale_start_s: float = 0.0) -> bool:
-        loaded = await self.store.load(run_id)
-        if loaded is None:
+    async def _apply_locked(self, locked: LockedRun, kind: str, job: tuple[str, str] | None,
+                            *, stale_start_s: float = 0.0) -> bool:
+        lease, loaded, ended = locked.lease, locked.loaded, locked.job
+        if loaded is None or lease is None:
             return False
         run, wf, leftover = loaded
         if leftover:
@@ -123,7 +125,7 @@ class WorkflowRunner:
         before = run.updated_at
         timer_before = next_fire(run, wf)
         now = utcnow()
-        effects = await self._decide(run, wf, kind, job, now, stale_start_s)
+        effects = await self._decide(run, wf, kind, job, ended, now, stale_start_s)
         if effects is None or (run.updated_at == before and not _has_work(effects)):
             return False
         timer_at = next_fire(run, wf)
@@ -143,17 +145,17 @@ class WorkflowRunner:
         return True
 
     async def _decide(self, run: WorkflowRun, wf: Workflow, kind: str,
-                      job: tuple[str, str] | None, now: datetime,
-                      stale_start_s: float) -> Effects | None:
+                      job: tuple[str, str] | None, ended: StoredJobEnd | None,
+                      now: datetime, stale_start_s: float) -> Effects | None:
         if kind == "start":
             return engine.start(run, wf, now) if run.status == "pending" else None
         if kind == "cancel":
             return engine.cancel(run, wf, now)
         if kind == "timer":
             return engine.on_timer(run, wf, now)
-        if kind == "job" and job is not None:
+        if kind == "job" and job is not None and ended is not None:
             step_path, job_id = job
-            state, output, result_ptr, error = await self._job_end(job_id)
+            state, output, result_ptr, error = job_end(job_id, ended)
             if not state:
                 return None
             return engine.on_job(run, wf, step_path, job_id, state, output=output,
@@ -166,36 +168,6 @@ class WorkflowRunner:
                 return None
             return engine.reconcile(run, wf, await self._job_states(run), now)
         return None
-
-    async def _job_end(self, job_id: str) -> tuple[str, Any, str, dict[str, Any] | None]:
-        """(state, output, result pointer, error) of a terminal job; state '' if open."""
-        from cordum.store.jobs import TERMINAL_STATES
-
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.hgetall(meta_key(job_id))
-        pipe.get(protocol.result_key(job_id))
-        meta_raw, result_raw = await pipe.execute()
-        meta = {_text(k): _text(v) for k, v in (meta_raw or {}).items()}
-        state = meta.get("state", "")
-        if state not in TERMINAL_STATES:
-            return "", None, "", None
-        status = meta.get("result_status", "")
-        if status == "FAILED_FATAL":
-            state = "FAILED_FATAL"
-        output: Any = None
-        result_ptr = meta.get("result_ptr", "")
-        if state == "SUCCEEDED" and result_raw is not None:
-            raw = result_raw if isinstance(result_raw, bytes) else str(result_raw).encode()
-            if len(raw) <= INLINE_OUTPUT_BYTES:
-                try:
-                    output = json.loads(raw)
-                except ValueError:
-                    output = raw.decode("utf-8", "replace")
-        error = None
-        if state != "SUCCEEDED":
-            error = {"message": meta.get("failure_reason", ""), "code": status or state,
-                     "job_id": job_id}
-        return state, output, result_ptr, error
 
     async def _job_states(self, run: WorkflowRun) -> Mapping[str, str]:
         """Stored states of the jobs of the run's open steps ('' for a job not stored)."""
@@ -225,6 +197,30 @@ class WorkflowRunner:
         # Removed by the lock's release, in its round trip: a release that fails (or a
         # lease lost meanwhile) leaves it to be carried out again, which repeats nothing.
         lease.release_also.append(outbox_key(run.id))
+
+
+def job_end(job_id: str, ended: StoredJobEnd) -> tuple[str, Any, str, dict[str, Any] | None]:
+    """(state, output, result pointer, error) of a terminal step job; state '' if open.
+    FAILED_FATAL is stored as FAILED: the status the worker gave tells them apart."""
+    from cordum.store.jobs import TERMINAL_STATES
+
+    state = ended.state
+    if state not in TERMINAL_STATES:
+        return "", None, "", None
+    if state == "FAILED" and ended.result_status == "FAILED_FATAL":
+        state = "FAILED_FATAL"
+    output: Any = None
+    if state == "SUCCEEDED" and ended.result is not None:
+        raw = ended.result if isinstance(ended.result, bytes) else str(ended.result).encode()
+        try:
+            output = json.loads(raw)
+        except ValueError:
+            output = raw.decode("utf-8", "replace")
+    error = None
+    if state != "SUCCEEDED":
+        error = {"message": ended.failure_reason, "code": ended.result_status or state,
+                 "job_id": job_id}
+    return state, output, ended.result_ptr, error
 
 
 def step_path_of(job_id: str, run_id: str) -> str:

@@ -20,7 +20,9 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,7 +32,7 @@ from pydantic import ValidationError
 from cordum import protocol
 from cordum.store.errors import LockBusy, LockUnavailable, StoreError
 from cordum.store.indexes import normalize_cutoff_us
-from cordum.store.jobs import DATA_TTL_S
+from cordum.store.jobs import DATA_TTL_S, meta_key
 from cordum.store.locks import Lease, LockPolicy, LockScripts, TtlHoldLock
 from cordum.workflow import keys
 from cordum.workflow.errors import (
@@ -117,6 +119,7 @@ class WorkflowStore:
         self._redis = redis
         self._create = redis.register_script((_LUA / "create_run.lua").read_text())
         self._read = redis.register_script((_LUA / "read_run.lua").read_text())
+        self._save = redis.register_script((_LUA / "save_run.lua").read_text())
         self._locks = LockScripts(redis)
         self._timers: OrderedDict[str, float | None] = OrderedDict()
 
@@ -189,7 +192,7 @@ class WorkflowStore:
                    jobs: Mapping[str, str | tuple[str, str]] | None = None,
                    contexts: Mapping[str, str] | None = None,
                    timer_at: float | None | EllipsisType = ...) -> None:
-        """Write the run and what changes with it in one MULTI.
+        """Write the run and what changes with it in one script (``lua/save_run.lua``).
 
         ``outbox``: the effects still to carry out (None or empty: none). ``jobs``:
         job id -> its step path (or a pair whose second item is the step path; the
@@ -198,42 +201,30 @@ class WorkflowStore:
         None to drop its timer, ``...`` to leave it as it is.
         """
         terminal = run.terminal
-        ttl = keys.RUN_TTL_S if terminal else None
-        score = time_us(run.updated_at)
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.set(keys.run_key(run.id), _dumps(run.to_json()), ex=ttl)
-        if outbox:
-            pipe.set(keys.outbox_key(run.id), _dumps(outbox), ex=ttl)
+        job_docs = [_dumps({"tenant": run.org_id, "run_id": run.id,
+                            "step_path": step if isinstance(step, str) else step[1]})
+                    for step in (jobs or {}).values()]
+        if timer_at is None:
+            timer = "drop"
+        elif isinstance(timer_at, float | int):
+            timer = repr(float(timer_at))
         else:
-            pipe.delete(keys.outbox_key(run.id))
-        timeline_key = keys.timeline_key(run.id)
-        if timeline:
-            pipe.rpush(timeline_key, *[_dumps(e.to_json()) for e in timeline])
-            pipe.ltrim(timeline_key, -keys.TIMELINE_MAX, -1)
-        if terminal:
-            pipe.expire(timeline_key, keys.RUN_TTL_S)
-            pipe.expire(keys.run_definition_key(run.id), keys.RUN_TTL_S)
-        pipe.zadd(keys.workflow_runs_key(run.org_id, run.workflow_id), {run.id: score})
-        pipe.zadd(keys.tenant_runs_key(run.org_id), {run.id: score})
-        if terminal:
-            pipe.zrem(keys.OPEN_RUNS_KEY, run.id)
-            pipe.srem(keys.active_runs_key(run.org_id), run.id)
-        else:
-            pipe.zadd(keys.OPEN_RUNS_KEY, {run.id: score})
-            pipe.sadd(keys.active_runs_key(run.org_id), run.id)
-        for job_id, step in (jobs or {}).items():
-            step_path = step if isinstance(step, str) else step[1]
-            pipe.set(keys.job_run_key(job_id),
-                     _dumps({"tenant": run.org_id, "run_id": run.id, "step_path": step_path}),
-                     ex=keys.JOB_MAP_TTL_S)
-        for job_id, context in (contexts or {}).items():
-            pipe.set(protocol.context_key(job_id), context, ex=DATA_TTL_S)
-        member = keys.timer_member(run.workflow_id, run.id)
-        if isinstance(timer_at, float | int):
-            pipe.zadd(keys.TIMERS_KEY, {member: float(timer_at)})
-        elif timer_at is None:
-            pipe.zrem(keys.TIMERS_KEY, member)
-        await _execute(f"save run {run.id}", pipe)
+            timer = "keep"
+        save_keys = [keys.run_key(run.id), keys.outbox_key(run.id), keys.timeline_key(run.id),
+                     keys.run_definition_key(run.id),
+                     keys.workflow_runs_key(run.org_id, run.workflow_id),
+                     keys.tenant_runs_key(run.org_id), keys.OPEN_RUNS_KEY,
+                     keys.active_runs_key(run.org_id), keys.TIMERS_KEY,
+                     *[keys.job_run_key(job_id) for job_id in (jobs or {})],
+                     *[protocol.context_key(job_id) for job_id in (contexts or {})]]
+        args: list[Any] = [
+            run.id, _dumps(run.to_json()), _dumps(outbox) if outbox else "",
+            "1" if terminal else "0", keys.RUN_TTL_S, time_us(run.updated_at),
+            keys.TIMELINE_MAX, timer, keys.timer_member(run.workflow_id, run.id),
+            keys.JOB_MAP_TTL_S, DATA_TTL_S, len(job_docs), len(contexts or {}), len(timeline),
+            *job_docs, *(contexts or {}).values(), *[_dumps(e.to_json()) for e in timeline]]
+        with _redis_errors(f"save run {run.id}"):
+            await self._save(keys=save_keys, args=args)
         if not isinstance(timer_at, EllipsisType):
             self._remember_timer(run.id, None if timer_at is None else float(timer_at))
 
@@ -277,6 +268,10 @@ class WorkflowStore:
         reply = await self._read_run(run_id, full=True)
         if reply is None:
             return None
+        return self._loaded(run_id, reply)
+
+    def _loaded(self, run_id: str, reply: list[Any]
+                ) -> tuple[WorkflowRun, Workflow, list[dict[str, Any]] | None] | None:
         run_raw, def_raw, outbox_raw = reply[0], reply[2], reply[3]
         run = WorkflowRun.from_json(json.loads(run_raw))
         wf = _definition(def_raw, run.workflow_id)
@@ -412,6 +407,38 @@ class WorkflowStore:
         finally:
             await lease.release()
 
+    @contextlib.asynccontextmanager
+    async def locked_run(self, run_id: str, *, wait_s: float = 0, job_id: str = "",
+                         max_result_bytes: int = 0) -> AsyncIterator[LockedRun]:
+        """``run_lock`` and ``load`` in one round trip, with a job id also that step job's
+        stored end: the lock is taken by the script that reads the run. ``LockedRun.loaded`` is None
+        when the run does not exist (and then no lock is held)."""
+        token = str(uuid.uuid4())
+        give_up = time.monotonic() + wait_s
+        while True:
+            try:
+                reply = await self._read_run(run_id, full=True, job_id=job_id,
+                                             max_result_bytes=max_result_bytes, token=token)
+                break
+            except LockBusy:
+                if time.monotonic() + LOCK_POLL_S > give_up:
+                    raise
+            except StoreError as exc:
+                raise LockUnavailable(f"run lock {run_id}: {exc}",
+                                      RUN_LOCK_POLICY.error_retry_s) from exc
+            await asyncio.sleep(LOCK_POLL_S)
+        if reply is None:
+            yield LockedRun(None, None, None)
+            return
+        lease = Lease(self._locks, keys.run_lock_key(run_id), token, RUN_LOCK_POLICY)
+        lease._start_renewing()
+        try:
+            loaded = self._loaded(run_id, reply)
+            job = _job_end(reply) if job_id and loaded is not None else None
+            yield LockedRun(lease, loaded, job)
+        finally:
+            await lease.release()
+
     def reconciler_lock(self, interval_s: float = 10.0) -> TtlHoldLock:
         """The reconciler's lock-hold: one replica ticks per two intervals."""
         return TtlHoldLock(self._redis, keys.RECONCILER_LOCK_KEY, ttl_s=2 * interval_s)
@@ -422,17 +449,27 @@ class WorkflowStore:
         """A pipeline without MULTI, for reads (its commands chain)."""
         return self._redis.pipeline(transaction=False)
 
-    async def _read_run(self, run_id: str, *, full: bool) -> list[Any] | None:
+    async def _read_run(self, run_id: str, *, full: bool, job_id: str = "",
+                        max_result_bytes: int = 0, token: str = "") -> list[Any] | None:
+        """The script's reply without its status; None when the run does not exist.
+        With ``token`` the run's lock is taken first: LockBusy when another holds it."""
+        run_keys = [keys.run_key(run_id), keys.TIMERS_KEY, keys.run_definition_key(run_id),
+                    keys.outbox_key(run_id), keys.run_lock_key(run_id)]
+        if job_id:
+            run_keys += [meta_key(job_id), protocol.result_key(job_id)]
+        args: list[Any] = [run_id, "1" if full else "0", token,
+                           int(RUN_LOCK_POLICY.ttl_s * 1000), max_result_bytes]
         with _redis_errors(f"read run {run_id}"):
-            reply = await self._read(
-                keys=[keys.run_key(run_id), keys.TIMERS_KEY, keys.run_definition_key(run_id),
-                      keys.outbox_key(run_id)],
-                args=[run_id, "1" if full else "0"])
-        if reply is None:
+            reply = await self._read(keys=run_keys, args=args)
+        status = _text(reply[0])
+        if status == "busy":
+            raise LockBusy(run_id, LOCK_BUSY_RETRY_S)
+        if status != "ok":
             return None
+        reply = list(reply[1:])
         score = reply[1]
         self._remember_timer(run_id, float(score) if score is not None else None)
-        return list(reply)
+        return reply
 
     def _remember_timer(self, run_id: str, score: float | None) -> None:
         self._timers[run_id] = score
@@ -474,7 +511,43 @@ def _definition(raw: Any, workflow_id: str) -> Workflow | None:
     if raw is None:
         return None
     try:
-        return Workflow.model_validate_json(raw)
+        return _parsed_definition(raw if isinstance(raw, bytes) else str(raw).encode())
     except (ValidationError, ValueError, WorkflowError) as exc:
         log.error("stored workflow %s does not parse: %s", workflow_id, exc)
         return None
+
+
+@lru_cache(maxsize=64)
+def _parsed_definition(raw: bytes) -> Workflow:
+    """A run's definition snapshot never changes: each is parsed once per process (the
+    engine reads a definition, it never changes one)."""
+    return Workflow.model_validate_json(raw)
+
+
+def _job_end(reply: list[Any]) -> StoredJobEnd:
+    fields = [_text(v) if v is not None else "" for v in (reply[4] or [])]
+    fields += [""] * (4 - len(fields))
+    return StoredJobEnd(state=fields[0], result_status=fields[1], result_ptr=fields[2],
+                        failure_reason=fields[3], result=reply[5])
+
+
+@dataclass(frozen=True, slots=True)
+class LockedRun:
+    """A run read under its lock, taken in the same round trip."""
+
+    lease: Lease | None
+    """None when the run does not exist (no lock is held then)."""
+    loaded: tuple[WorkflowRun, Workflow, list[dict[str, Any]] | None] | None
+    job: StoredJobEnd | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredJobEnd:
+    """A step job as the job store holds it when its end is applied to its run."""
+
+    state: str
+    result_status: str
+    result_ptr: str
+    failure_reason: str
+    result: bytes | None
+    """The stored result, when not longer than asked for."""
