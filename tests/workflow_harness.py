@@ -36,6 +36,7 @@ from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.indexes import JobIndexes
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
+from cordum.workflow.definition_store import DefinitionStore
 from cordum.workflow.runner import WorkflowRunner
 from cordum.workflow.store import WorkflowStore
 from tests.conftest import NATS_URL, REDIS_URL
@@ -118,6 +119,7 @@ class WorkflowStack:
             requests=JobIndexes(self.redis),
             rollback=self.rollbacks,
         )
+        self.definitions = DefinitionStore(self.redis)
         self.store = WorkflowStore(self.redis)
         self.runner = WorkflowRunner(self.store, self.redis, self.publisher, self.queue)
         self.applied: list[str] = []
@@ -220,8 +222,8 @@ class WorkflowStack:
         for run_id in self.run_ids:
             await self.redis.delete(*(saga_key(self.tenant, run_id, part)
                                       for part in ("stack", "lock", "recorded")))
-        for wf in await self.store.list_definitions(self.tenant):
-            await self.store.delete_definition(self.tenant, wf.id)
+        for wf in await self.definitions.list_definitions(self.tenant):
+            await self.definitions.delete_definition(self.tenant, wf.id)
         await self.redis.aclose()
 
     def job_ids(self) -> set[str]:

@@ -240,7 +240,7 @@ async def measure(kernel_addr: str, steps: int, runs: int) -> tuple[dict[str, An
     s = _held_stack()(kernel_addr)
     await s.start()
     who = Principal(tenant=s.tenant, role="admin", principal_id=f"bench-{s.unique}")
-    service = WorkflowService(s.store, s.runner)
+    service = WorkflowService(s.definitions, s.store, s.runner)
     wf_ids = {kind: f"bench-{kind}-{s.unique}" for kind in ("worker", "transform")}
     for kind, wf_id in wf_ids.items():
         await service.save_definition(who, definition(kind, wf_id, steps))
@@ -292,7 +292,7 @@ async def measure(kernel_addr: str, steps: int, runs: int) -> tuple[dict[str, An
         from cordum import runtime
 
         for wf_id in wf_ids.values():
-            await s.store.delete_definition(s.tenant, wf_id)
+            await s.definitions.delete_definition(s.tenant, wf_id)
         await s.close()
         await runtime.aclose()
     left = await keys_left([s.unique, *s.run_ids])

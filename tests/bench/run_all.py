@@ -16,7 +16,8 @@ BENCHMARKS.md at the repo root).
 
 The collected figures are kept in .cordum/bench/last-run.json;
 ``python -m tests.bench.run_all --render`` writes BENCHMARKS.md again from them
-without measuring anything.
+without measuring anything. The document itself is written by
+:mod:`tests.bench.report`.
 """
 
 from __future__ import annotations
@@ -36,19 +37,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.bench.common import ROOT, env_int, fmt, local_env_path, read_local_env
+from tests.bench.common import ROOT, env_int, local_env_path, read_local_env
+from tests.bench.report import report
 
 LAST_RUN = ROOT / ".cordum" / "bench" / "last-run.json"
-
-EMULATOR_NOTE = (
-    "LocalStack's event-source poller (the SQS to Lambda mapping) waits "
-    "LAMBDA_EVENT_SOURCE_MAPPING_POLL_INTERVAL_SEC (1 s unless set) after every poll, "
-    "a full batch included, and backs off up to "
-    "LAMBDA_EVENT_SOURCE_MAPPING_MAX_BACKOFF_ON_EMPTY_POLL_SEC (10 s unless set) after "
-    "empty polls. A job therefore waits about half a second for the poll on average "
-    "(more after a quiet spell), and each function takes at most one 10-record batch a "
-    "second: about 10 jobs/s end to end, whatever the functions cost. On AWS the mapping "
-    "long-polls and scales its pollers.")
 
 
 @dataclass
@@ -188,175 +180,6 @@ def machine() -> dict[str, str]:
         except (OSError, ValueError):
             info["localstack"] = "not answering"
     return info
-
-
-# ------------------------------------------------------------------ the report
-
-
-def cell(fig: dict[str, Any] | None) -> str:
-    if not fig:
-        return "not measured"
-    runs = f"{fig['runs']} run" + ("s" if fig["runs"] != 1 else "")
-    return f"**{fmt(fig['median'])} {fig['unit']}** ({fmt(fig['min'])}–{fmt(fig['max'])}, {runs})"
-
-
-def floor_cell(fig: dict[str, Any] | None) -> str:
-    if not fig or not fig.get("floor"):
-        return "–"
-    return f"{fmt(fig['floor']['median'])} {fig['unit']} (×{fmt(fig['ratio'])})"
-
-
-def budget_rows(figs: dict[str, dict[str, Any]]) -> list[list[str]]:
-    imports = [f for k, f in figs.items() if k.startswith("import_") and k != "import_boto3"]
-    slowest = max(imports, key=lambda f: f["median"]) if imports else None
-    all_imports = ("met" if imports and all(f["verdict"] == "met" for f in imports)
-                   else "not met" if imports else "not measured")
-    layer_u, layer_z = figs.get("layer_unzipped"), figs.get("layer_zipped")
-    rt_off = figs.get("roundtrips_total_off")
-    cpu_in_flight = figs.get("cpu_submit_inflight")
-
-    def verdict(fig: dict[str, Any] | None) -> str:
-        return fig["verdict"] if fig else "not measured"
-
-    def row(label: str, target: str, fid: str, extra: str = "") -> list[str]:
-        fig = figs.get(fid)
-        return [label, target, cell(fig) + extra, floor_cell(fig), verdict(fig)]
-
-    wf_cpu = figs.get("wf_cpu_transform")
-    rows = [
-        row("Redis round trips per job, HTTP submit to SUCCEEDED (gateway + submit + result)",
-            "<= 10", "roundtrips_total_on",
-            f"; output policy off: {fmt(rt_off['median'])}" if rt_off else ""),
-        row("submit handler CPU per job in a 10-record batch, real Redis on loopback",
-            "<= 2 ms", "cpu_submit",
-            f"; 1,000 in flight: {fmt(cpu_in_flight['median'])} ms" if cpu_in_flight else ""),
-        ["handler module import in a fresh interpreter (slowest of the functions)",
-         "<= 400 ms each",
-         (cell(slowest) + f" ({slowest['label'].split()[1]})") if slowest else "not measured",
-         floor_cell(slowest) + " vs `import boto3`" if slowest else "–", all_imports],
-        ["dispatch latency of our own hops (gateway handler + bridge forward + submit "
-         "receipt to publish), local stack", "p50 <= 30 ms summed",
-         cell(figs.get("dispatch_own_p50")) + (
-             f"; emulator queue hop apart: {fmt(figs['dispatch_emulator_p50']['median'])} ms"
-             if figs.get("dispatch_emulator_p50") else ""),
-         floor_cell(figs.get("bridge_forward_p50")) + " (bridge hop vs one SQS call)"
-         if figs.get("bridge_forward_p50") else "–", verdict(figs.get("dispatch_own_p50"))],
-        row("reconciler tick with 1,000,000 jobs stored and 1,000 stale",
-            "<= 2 s, cost O(stale)", "reconciler_tick_ms"),
-        row("routing over 10,000 workers", "<= 5 ms", "routing_10000"),
-        ["layer size", "<= 80 MiB unzipped, <= 30 MiB zipped",
-         f"{cell(layer_u)} unzipped; {cell(layer_z)} zipped" if layer_u and layer_z
-         else "not measured", floor_cell(layer_u) + " (dependencies alone)" if layer_u else "–",
-         ("met" if layer_u and layer_z and layer_u["verdict"] == layer_z["verdict"] == "met"
-          else "not met" if layer_u and layer_z else "not measured")],
-        row("Redis round trips per workflow step, linear run of worker steps (lock + load + "
-            "job's end, save, unlock + outbox clear)", "<= 4", "wf_roundtrips_step"),
-        row("workflow engine CPU per step (runner.apply of a step job's end), real Redis and "
-            "NATS on loopback", "<= 5 ms", "wf_cpu_step",
-            f"; transform-only steps: {fmt(wf_cpu['median'])} ms" if wf_cpu else ""),
-    ]
-    return rows
-
-
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
-    return out
-
-
-def figure_rows(result: dict[str, Any]) -> list[list[str]]:
-    return [[f["label"].strip(), cell(f), floor_cell(f), f.get("budget") or "–",
-             f.get("verdict") or "–", f.get("note") or ""] for f in result["figures"]]
-
-
-def item_details(result: dict[str, Any]) -> list[str]:
-    info, lines = result.get("info") or {}, []
-    if result["item"] in ("dispatch", "sustained") and info:
-        lines += ["", EMULATOR_NOTE]
-    if result["item"] == "dispatch" and info.get("hops"):
-        lines += ["", f"{info['jobs']:,} echo jobs at {info['rate']:g}/s (submitted in "
-                      f"{info['submit_seconds']:.0f} s); {info.get('acks_matched', 0):,} bridge "
-                      f"acks matched, {info.get('worker_seen', 0):,} worker receipts seen, "
-                      f"{info.get('not_succeeded', 0)} not SUCCEEDED "
-                      f"{info.get('not_succeeded_states') or ''}. Slowest of our own and "
-                      f"the emulator's hops at p50: {info.get('slowest_hop', '?')}.", ""]
-        lines += table(["hop", "p50 ms", "p95 ms", "p99 ms", "p50 per slice (min–max)", "n"], [
-            [h["hop"], fmt(h["p50"], 1), fmt(h["p95"], 1), fmt(h["p99"], 1),
-             f"{fmt(min(h['p50_runs']), 1)}–{fmt(max(h['p50_runs']), 1)}"
-             if h["p50_runs"] else "–", str(h["n"])] for h in info["hops"]])
-    if result["item"] == "scale" and info.get("reconciler_series"):
-        lines += ["", "Reconciler tick against the number stored and the number stale "
-                      "(median of the runs; the floor reads the same pages and writes one "
-                      "HSET per stale job):", ""]
-        rows = []
-        for row in info["reconciler_series"]:
-            med = {k: sorted(row[k])[len(row[k]) // 2] for k in (
-                "ms", "commands", "round_trips", "floor_ms", "floor_commands")}
-            rows.append([f"{row['stored']:,}", f"{row['stale']:,}", fmt(med["ms"], 1),
-                         fmt(med["commands"]), fmt(med["round_trips"]), fmt(med["floor_ms"], 1),
-                         fmt(med["floor_commands"]), fmt(row["used_memory_mb"], 0)])
-        lines += table(["jobs stored", "stale", "tick ms", "Redis commands", "round trips",
-                        "floor ms", "floor commands", "Redis MB"], rows)
-        if info.get("snapshot_bytes"):
-            lines += ["", f"The 10,000-worker snapshot is {info['snapshot_bytes'] / 1e6:.1f} MB "
-                          "of JSON."]
-    if result["item"] == "sustained" and info:
-        lines += ["", f"{info['jobs']:,} jobs by {info['concurrency']} HTTP clients, submitted "
-                      f"in {info['submit_seconds']:.0f} s, all terminal after "
-                      f"{info['seconds']:.0f} s. States: {info.get('states')}. Dispatches by "
-                      f"worker: {info.get('by_worker')}. Failure reasons: "
-                      f"{info.get('failure_reasons') or 'none'}.",
-                  "", "Memory by key kind, bytes per job: " + ", ".join(
-                      f"`{k}` {v:,.0f}" for k, v in (info.get("memory_breakdown") or {}).items())
-                  + "."]
-    if result["item"] == "cold_start" and info:
-        lines += ["", f"Interpreter: {info.get('python')}; Lambda runtime folder (boto3, "
-                      f"awslambdaric): {info.get('runtime_dir')}; layer files: "
-                      f"{info.get('layer_files')}."]
-    return lines
-
-
-def report(results: list[dict[str, Any]], mach: dict[str, str], started: datetime,
-           seconds: float, stack_note: str) -> str:
-    figs = {f["id"]: f for r in results for f in r["figures"]}
-    rt = figs.get("roundtrips_total_on")
-    lines = [
-        "# Benchmarks",
-        "",
-        "Written by `make bench` (`python -m tests.bench.run_all`); every figure is the "
-        "median of several runs with the smallest and largest run beside it, next to its "
-        "budget from DESIGN.md and, where one exists, its floor (the least the same work "
-        "can cost, measured in the same run) with the ratio figure / floor.",
-        "",
-        f"- date: {started.strftime('%Y-%m-%d %H:%M UTC')}; whole run: {seconds / 60:.1f} min",
-        f"- machine: {mach.get('cpu')} ({mach.get('cores')} cores), {mach.get('memory')}, "
-        f"{mach.get('os')}",
-        f"- software: Python {mach.get('python')} (benchmarks), {mach.get('redis')}, "
-        f"{mach.get('nats')}, LocalStack {mach.get('localstack', 'n/a')}",
-        f"- code: commit {mach.get('commit')}" + (" with local changes" if mach.get("dirty")
-                                                  == "True" else ""),
-        f"- stack: {stack_note}",
-        "",
-        f"Redis round trips per job: {fmt(rt['median']) if rt else 'not measured'}",
-        "",
-        "## Budgets",
-        "",
-    ]
-    lines += table(["budget (DESIGN.md)", "target", "measured (median, min–max)",
-                    "floor (ratio)", "verdict"], budget_rows(figs))
-    lines += ["", "## Commands", ""]
-    lines += [f"- `{r['command']}` ({r['seconds']:.0f} s{'' if r['ok'] else ', FAILED'})"
-              for r in results]
-    # Sections in the issue's order (the stack items run last).
-    for r in sorted(results, key=lambda r: r["title"].split(".", 1)[0]):
-        lines += ["", f"## {r['title']}", ""]
-        if not r["ok"]:
-            lines += ["This benchmark failed; see the output of `make bench`.", ""]
-        if r["figures"]:
-            lines += table(["figure", "measured (median, min–max)", "floor (ratio)", "budget",
-                            "verdict", "note"], figure_rows(r))
-        lines += item_details(r)
-    return "\n".join(lines) + "\n"
 
 
 def main() -> int:

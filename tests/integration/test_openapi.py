@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from cordum import config, protocol, runtime
 from cordum.gateway import app as gateway
-from cordum.gateway import deps, openapi, schemas
+from cordum.gateway import deps, openapi, openapi_operation, schemas
 from cordum.store.jobs import JobState, JobStore, NewJob
 from tests.conftest import NATS_URL, REDIS_URL
 from tests.helpers import event, gateway_process
@@ -480,11 +480,11 @@ def request_headers(draw: st.DrawFn, env: Env) -> dict[str, str]:
     return hdrs
 
 
-def _answer_type(op: openapi.Operation, status: int) -> Any:
+def _answer_type(op: openapi_operation.Operation, status: int) -> Any:
     return op.ok if status == op.ok_status else op.error_type(status)
 
 
-def problems(op: openapi.Operation, resp: dict[str, Any]) -> list[str]:
+def problems(op: openapi_operation.Operation, resp: dict[str, Any]) -> list[str]:
     """How an answer differs from what the document says of ``op``; [] when it agrees."""
     status, body = resp["statusCode"], resp.get("body") or ""
     found = []
@@ -492,7 +492,7 @@ def problems(op: openapi.Operation, resp: dict[str, Any]) -> list[str]:
         found.append(f"status {status}")
     if status not in op.statuses() | ANYWHERE:
         found.append(f"status {status} is not documented")
-    media = op.ok_media if status == op.ok_status else openapi.JSON
+    media = op.ok_media if status == op.ok_status else openapi_operation.JSON
     tp = _answer_type(op, status)
     content_type = header(resp, "Content-Type") or ""
     if tp is None:
@@ -502,7 +502,7 @@ def problems(op: openapi.Operation, resp: dict[str, Any]) -> list[str]:
     if not content_type.startswith(media):
         found.append(f"Content-Type {content_type!r}, documented {media}")
         return found
-    if media != openapi.JSON:
+    if media != openapi_operation.JSON:
         return found
     try:
         adapter = TypeAdapter(tp)
@@ -517,7 +517,7 @@ def problems(op: openapi.Operation, resp: dict[str, Any]) -> list[str]:
     return found
 
 
-def _ids_created(op: openapi.Operation, resp: dict[str, Any]) -> list[str]:
+def _ids_created(op: openapi_operation.Operation, resp: dict[str, Any]) -> list[str]:
     if resp["statusCode"] != 200 or op.operation_id not in ("submitJob", "retryDLQEntry"):
         return []
     try:
@@ -534,8 +534,8 @@ def test_gateway_answers_as_documented(live, op_id):
     method, path, spec = found[0]
     op = openapi.operation(op_id)
     params = [resolve(doc, p) for p in spec.get("parameters", [])]
-    body_schema = spec.get("requestBody", {}).get("content", {}).get(openapi.JSON, {}).get(
-        "schema")
+    body_schema = spec.get("requestBody", {}).get("content", {}).get(
+        openapi_operation.JSON, {}).get("schema")
     seen: set[int] = set()
 
     @settings(max_examples=30, deadline=None, derandomize=True, database=None,
@@ -646,7 +646,7 @@ def test_types_in_the_document_are_the_models_the_run_validates_with():
         answer = doc["paths"][op.path][op.method]["responses"][str(op.ok_status)]
         if op.ok is None or op.ok in (dict, str):
             continue
-        schema = answer["content"][openapi.JSON]["schema"]
+        schema = answer["content"][openapi_operation.JSON]["schema"]
         if typing.get_origin(op.ok) is list:
             assert schema["items"] == openapi.ref(typing.get_args(op.ok)[0].__name__)
         else:

@@ -38,7 +38,7 @@ def who(s: WorkflowStack) -> Principal:
 
 async def start(s: WorkflowStack, definition: dict[str, Any], body: Any,
                 idempotency_key: str = "") -> str:
-    service = WorkflowService(s.store, s.runner)
+    service = WorkflowService(s.definitions, s.store, s.runner)
     definition = {"id": f"wf-{s.unique}", "name": "test", **definition}
     await service.save_definition(who(s), definition)
     run_id = await service.start_run(who(s), definition["id"], body,

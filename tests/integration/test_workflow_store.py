@@ -18,16 +18,16 @@ import redis.asyncio as aioredis
 from cordum.store.errors import LockBusy
 from cordum.store.locks import TtlHoldLock
 from cordum.workflow import keys
+from cordum.workflow.definition import Workflow, parse_workflow
+from cordum.workflow.definition_store import DefinitionStore
 from cordum.workflow.errors import IdempotencyConflict, InvalidInput, RunNotRunnable
 from cordum.workflow.model import (
     RunStatus,
     StepRun,
     StepStatus,
     TimelineEvent,
-    Workflow,
     WorkflowRun,
     format_time,
-    parse_workflow,
 )
 from cordum.workflow.store import WorkflowStore
 from tests.conftest import REDIS_URL
@@ -47,6 +47,7 @@ class Env:
         self.unique = unique
         self.loop = asyncio.new_event_loop()
         self.redis = aioredis.Redis.from_url(REDIS_URL)
+        self.definitions = DefinitionStore(self.redis)
         self.store = WorkflowStore(self.redis)
         self.tenant = f"t-{unique}"
         self.other = f"o-{unique}"
@@ -103,16 +104,16 @@ def test_definitions_are_stored_listed_and_deleted_per_tenant(env):
     newer = env.definition(f"wf2-{env.unique}").model_copy(update={"updated_at": at(5)})
 
     async def scenario():
-        await env.store.put_definition(wf)
-        await env.store.put_definition(newer)
-        got = await env.store.get_definition(env.tenant, wf.id)
-        listed = await env.store.list_definitions(env.tenant)
-        other_get = await env.store.get_definition(env.other, wf.id)
-        other_list = await env.store.list_definitions(env.other)
-        other_delete = await env.store.delete_definition(env.other, wf.id)
-        deleted = await env.store.delete_definition(env.tenant, wf.id)
-        again = await env.store.delete_definition(env.tenant, wf.id)
-        left = await env.store.list_definitions(env.tenant)
+        await env.definitions.put_definition(wf)
+        await env.definitions.put_definition(newer)
+        got = await env.definitions.get_definition(env.tenant, wf.id)
+        listed = await env.definitions.list_definitions(env.tenant)
+        other_get = await env.definitions.get_definition(env.other, wf.id)
+        other_list = await env.definitions.list_definitions(env.other)
+        other_delete = await env.definitions.delete_definition(env.other, wf.id)
+        deleted = await env.definitions.delete_definition(env.tenant, wf.id)
+        again = await env.definitions.delete_definition(env.tenant, wf.id)
+        left = await env.definitions.list_definitions(env.tenant)
         return got, listed, other_get, other_list, other_delete, deleted, again, left
 
     got, listed, other_get, other_list, other_delete, deleted, again, left = env.run(scenario())

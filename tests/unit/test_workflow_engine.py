@@ -8,14 +8,8 @@ from typing import Any
 import pytest
 
 from cordum.workflow import engine
-from cordum.workflow.model import (
-    RunStatus,
-    StepRun,
-    StepStatus,
-    Workflow,
-    WorkflowRun,
-    format_time,
-)
+from cordum.workflow.definition import Workflow
+from cordum.workflow.model import RunStatus, StepRun, StepStatus, WorkflowRun, format_time
 from cordum.workflow.retry import NO_RETRY, StepRetryPolicy
 from cordum.workflow.status import run_status
 

@@ -16,6 +16,7 @@ from cordum_sdk._generated.models.workflow_step_config import WorkflowStepConfig
 from cordum_sdk._generated.models.workflow_step_retry import WorkflowStepRetry
 
 from cordum.workflow import keys
+from cordum.workflow.definition import RetryPolicy, Step, Workflow, check_graph, parse_workflow
 from cordum.workflow.errors import (
     IdempotencyConflict,
     InvalidDefinition,
@@ -29,18 +30,13 @@ from cordum.workflow.errors import (
 from cordum.workflow.model import (
     OPEN_RUN,
     TERMINAL_RUN,
-    RetryPolicy,
     RunStatus,
-    Step,
     StepRun,
     StepStatus,
     TimelineEvent,
-    Workflow,
     WorkflowRun,
-    check_graph,
     format_time,
     parse_time,
-    parse_workflow,
 )
 
 NOW = "2026-11-26T08:00:00.123456Z"

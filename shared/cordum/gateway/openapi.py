@@ -6,7 +6,9 @@ cordum-sdk calls, plus this document and its Swagger UI page. Answers are the
 models of ``cordum.gateway.schemas``; request bodies are the models of
 ``cordum.gateway.models`` that validate them, so the document cannot drift from
 what the gateway accepts (a workflow definition is checked by
-``cordum.workflow.model``; its schema here describes the fields that parser reads).
+``cordum.workflow.definition``; its schema here describes the fields that parser reads).
+An operation is an :class:`~cordum.gateway.openapi_operation.Operation`; the workflow
+operations are listed in :mod:`cordum.gateway.openapi_workflows`.
 :func:`undocumented_routes` lists routes the resolver serves that the document
 does not describe.
 
@@ -22,7 +24,6 @@ import copy
 import json
 import re
 import typing
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,8 @@ from pydantic import BaseModel
 
 from cordum.gateway import schemas
 from cordum.gateway.models import ApprovalDecisionRequest, SubmitJobRequest
+from cordum.gateway.openapi_operation import AUTHENTICATED, JSON, Operation, codes
+from cordum.gateway.openapi_workflows import RUNS, WF, WORKFLOW_OPERATIONS
 from cordum.gateway.paths import DOCS_PATH, DOCUMENT_PATH
 
 if TYPE_CHECKING:
@@ -39,7 +42,6 @@ OPENAPI_VERSION = "3.0.3"
 API_VERSION = "2026-05-09.2"
 """The revision of Cordum's API spec this gateway follows."""
 REF = "#/components/schemas/{model}"
-JSON = "application/json"
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
@@ -55,43 +57,6 @@ ERROR_DESCRIPTIONS = {
     503: "Redis, NATS or the key store cannot be reached; safe to retry",
 }
 
-AUTHENTICATED = (401, 403, 429, 500, 503)
-"""What any operation behind a credential may answer (auth, tenant, rate limit, outages)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Operation:
-    method: str
-    path: str
-    """OpenAPI path template (``{name}`` parameters)."""
-    operation_id: str
-    summary: str
-    tag: str
-    ok: Any
-    """Python type of the success body (a model, ``list[Model]``, ``str``, ``dict``), or None."""
-    ok_status: int = 200
-    ok_media: str = JSON
-    errors: tuple[int, ...] = AUTHENTICATED
-    notes: dict[int, str] = field(default_factory=dict)
-    """Per-status detail (the machine codes) added to the error description."""
-    query: tuple[str, ...] = ()
-    """Parameter names of ``components.parameters`` (query) or of :data:`LIST_JOB_FILTERS`."""
-    body: type[BaseModel] | None = None
-    idempotency: bool = False
-    public: bool = False
-    """No credential and no tenant header."""
-    unhealthy: bool = False
-    """A 503 answers the health body, not ``Error``."""
-
-    def statuses(self) -> set[int]:
-        return {self.ok_status, *self.errors}
-
-    def error_type(self, status: int) -> type[BaseModel]:
-        if self.unhealthy and status == 503:
-            return schemas.HealthResponse
-        return schemas.Error
-
-
 LIST_JOB_FILTERS = ("state", "topic", "tenant", "team", "trace_id", "updated_after",
                     "updated_before")
 """Cordum's spec lists state, topic and tenant; Cordum's gateway also filters on the rest."""
@@ -101,60 +66,12 @@ APPROVE_CONFLICTS = APPROVAL_CONFLICTS + ("approval_stale_snapshot", "approval_s
 APPROVAL_ERRORS = (400, 404, 409, *AUTHENTICATED)
 APPROVAL_FORBIDDEN = "self_approval_denied, RESULT_INVALID_STATUS, tenant_access_denied, forbidden"
 
-
-def _codes(codes: tuple[str, ...]) -> str:
-    return "codes: " + ", ".join(codes)
-
-
-WF, RUNS = "Workflows", "Workflow runs"
-WORKFLOW_ERRORS = (400, 404, *AUTHENTICATED)
-RUN_FILTERS = ("status", "workflow_id", "updated_after", "updated_before")
-WORKFLOW_OPERATIONS: tuple[Operation, ...] = (
-    Operation("get", "/api/v1/workflows", "listWorkflows", "The tenant's workflow definitions",
-              WF, list[schemas.WorkflowDefinition], query=("Limit",),
-              errors=(400, *AUTHENTICATED)),
-    Operation("post", "/api/v1/workflows", "createWorkflow", "Save a definition (an upsert)",
-              WF, schemas.CreateWorkflowResponse, ok_status=201,
-              body=schemas.SaveWorkflowRequest, errors=(400, 413, *AUTHENTICATED),
-              notes={400: _codes(("invalid_json", "invalid_request"))}),
-    Operation("get", "/api/v1/workflows/{id}", "getWorkflow", "Get a definition", WF,
-              schemas.WorkflowDefinition, errors=WORKFLOW_ERRORS),
-    Operation("delete", "/api/v1/workflows/{id}", "deleteWorkflow", "Delete a definition", WF,
-              None, ok_status=204, errors=WORKFLOW_ERRORS),
-    Operation("post", "/api/v1/workflows/{id}/runs", "startWorkflowRun",
-              "Start a run; the body is its input (Idempotency-Key or X-Idempotency-Key)",
-              WF, schemas.StartWorkflowRunResponse, body=schemas.WorkflowRunInput,
-              idempotency=True, query=("dry_run",),
-              errors=(400, 404, 409, 413, *AUTHENTICATED),
-              notes={400: _codes(("invalid_input", "not_implemented")),
-                     409: _codes(("RUN_IDEMPOTENCY_CONFLICT",)),
-                     429: _codes(("RUN_NOT_RUNNABLE",))}),
-    Operation("get", "/api/v1/workflows/{id}/runs", "listWorkflowRuns",
-              "A definition's runs, newest first", WF, list[schemas.RunSummary],
-              query=("Limit",), errors=WORKFLOW_ERRORS),
-    Operation("post", "/api/v1/workflows/{id}/runs/{run_id}/cancel", "cancelWorkflowRun",
-              "Cancel a run", RUNS, None, ok_status=204, errors=(*WORKFLOW_ERRORS, 409),
-              notes={409: _codes(("RUN_NOT_CANCELLABLE",))}),
-    Operation("get", "/api/v1/workflow-runs", "listAllWorkflowRuns",
-              "The tenant's runs, newest first", RUNS, schemas.RunList,
-              query=("Limit", "Cursor", *RUN_FILTERS), errors=(400, *AUTHENTICATED)),
-    Operation("get", "/api/v1/workflow-runs/{id}", "getWorkflowRun",
-              "Get a run and its pending timers", RUNS, schemas.RunDetail,
-              errors=WORKFLOW_ERRORS),
-    Operation("delete", "/api/v1/workflow-runs/{id}", "deleteWorkflowRun",
-              "Delete a run (an open run is cancelled first)", RUNS, None, ok_status=204,
-              errors=(*WORKFLOW_ERRORS, 409), notes={409: _codes(("RUN_NOT_CANCELLABLE",))}),
-    Operation("get", "/api/v1/workflow-runs/{id}/timeline", "getRunTimeline",
-              "A run's events, oldest first", RUNS, list[schemas.TimelineEvent],
-              errors=WORKFLOW_ERRORS),
-)
-
 OPERATIONS: tuple[Operation, ...] = (
     Operation("post", "/api/v1/jobs", "submitJob", "Submit a job", "Jobs",
               schemas.SubmitJobResponse, body=SubmitJobRequest, idempotency=True,
               errors=(400, 409, 413, *AUTHENTICATED),
-              notes={403: _codes(("MEMORY_POLICY_VIOLATION", "tenant_access_denied")),
-                     409: _codes(("IDEMPOTENCY_CONFLICT",)), 429: _codes(("BACKPRESSURE",))}),
+              notes={403: codes(("MEMORY_POLICY_VIOLATION", "tenant_access_denied")),
+                     409: codes(("IDEMPOTENCY_CONFLICT",)), 429: codes(("BACKPRESSURE",))}),
     Operation("get", "/api/v1/jobs", "listJobs", "List jobs, newest first", "Jobs",
               schemas.JobList, query=("Limit", "Cursor", *LIST_JOB_FILTERS),
               errors=(400, *AUTHENTICATED)),
@@ -171,13 +88,13 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("post", "/api/v1/approvals/{job_id}/approve", "approveJob", "Approve a job",
               "Approvals", schemas.SubmitJobResponse, body=ApprovalDecisionRequest,
               errors=APPROVAL_ERRORS,
-              notes={403: _codes((APPROVAL_FORBIDDEN,)), 404: _codes(("RESULT_INVALID_STATUS",)),
-                     409: _codes(APPROVE_CONFLICTS)}),
+              notes={403: codes((APPROVAL_FORBIDDEN,)), 404: codes(("RESULT_INVALID_STATUS",)),
+                     409: codes(APPROVE_CONFLICTS)}),
     Operation("post", "/api/v1/approvals/{job_id}/reject", "rejectJob", "Reject a job",
               "Approvals", schemas.JobIdResponse, body=ApprovalDecisionRequest,
               errors=APPROVAL_ERRORS,
-              notes={403: _codes((APPROVAL_FORBIDDEN,)), 404: _codes(("RESULT_INVALID_STATUS",)),
-                     409: _codes(APPROVAL_CONFLICTS)}),
+              notes={403: codes((APPROVAL_FORBIDDEN,)), 404: codes(("RESULT_INVALID_STATUS",)),
+                     409: codes(APPROVAL_CONFLICTS)}),
     Operation("get", "/api/v1/dlq", "listDLQ", "Dead-letter entries (bare array)", "DLQ",
               list[schemas.DLQEntry], query=("Limit",), errors=(400, *AUTHENTICATED)),
     Operation("get", "/api/v1/dlq/page", "listDLQPaginated", "Dead-letter entries, paged",

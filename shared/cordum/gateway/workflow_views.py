@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from cordum.workflow.model import format_time
 
 if TYPE_CHECKING:
-    from cordum.workflow.model import Workflow, WorkflowRun
+    from cordum.workflow.definition import Workflow
+    from cordum.workflow.model import WorkflowRun
 
 SUMMARY_FIELDS = ("id", "workflow_id", "org_id", "team_id", "status", "started_at",
                   "completed_at", "error", "triggered_by", "created_at", "updated_at",

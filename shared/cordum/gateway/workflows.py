@@ -22,20 +22,16 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.gateway import workflow_views as views
+from cordum.workflow.definition import parse_workflow
 from cordum.workflow.errors import InvalidInput, RunNotFound, WorkflowNotFound
-from cordum.workflow.model import (
-    OPEN_RUN,
-    RunStatus,
-    WorkflowRun,
-    format_time,
-    parse_workflow,
-)
+from cordum.workflow.model import OPEN_RUN, RunStatus, WorkflowRun, format_time
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cordum.gateway.auth import Principal
-    from cordum.workflow.model import Workflow
+    from cordum.workflow.definition import Workflow
+    from cordum.workflow.definition_store import DefinitionStore
     from cordum.workflow.store import WorkflowStore
 
 log = logging.getLogger(__name__)
@@ -97,8 +93,9 @@ class WorkflowService:
     ``max_active_runs`` bounds a tenant's open runs (0: no bound).
     """
 
-    def __init__(self, store: WorkflowStore, runner: RunStarter, *,
-                 max_active_runs: int = 0) -> None:
+    def __init__(self, definitions: DefinitionStore, store: WorkflowStore,
+                 runner: RunStarter, *, max_active_runs: int = 0) -> None:
+        self._definitions = definitions
         self._store = store
         self._runner = runner
         self._max_active = max_active_runs
@@ -106,29 +103,29 @@ class WorkflowService:
     # ------------------------------------------------------------------ definitions
 
     async def list_definitions(self, who: Principal, limit: int) -> list[dict[str, Any]]:
-        found = await self._store.list_definitions(who.tenant, limit=limit)
+        found = await self._definitions.list_definitions(who.tenant, limit=limit)
         return [views.definition(wf) for wf in found]
 
     async def save_definition(self, who: Principal, doc: dict[str, Any]) -> str:
         """Create or replace; a replaced definition keeps who made it and when."""
         wf = parse_workflow(doc, tenant=who.tenant, principal=who.principal_id,
                             now=format_time(datetime.now(UTC)))
-        earlier = await self._store.get_definition(who.tenant, wf.id)
+        earlier = await self._definitions.get_definition(who.tenant, wf.id)
         if earlier is not None:
             wf = wf.model_copy(update={"created_at": earlier.created_at,
                                        "created_by": earlier.created_by})
-        await self._store.put_definition(wf)
+        await self._definitions.put_definition(wf)
         return wf.id
 
     async def get_definition(self, who: Principal, workflow_id: str) -> dict[str, Any]:
         return views.definition(await self._definition(who, workflow_id))
 
     async def delete_definition(self, who: Principal, workflow_id: str) -> None:
-        if not await self._store.delete_definition(who.tenant, workflow_id):
+        if not await self._definitions.delete_definition(who.tenant, workflow_id):
             raise WorkflowNotFound("workflow not found")
 
     async def _definition(self, who: Principal, workflow_id: str) -> Workflow:
-        wf = await self._store.get_definition(who.tenant, workflow_id)
+        wf = await self._definitions.get_definition(who.tenant, workflow_id)
         if wf is None:
             raise WorkflowNotFound("workflow not found")
         return wf

@@ -17,6 +17,8 @@ import celpy
 from celpy import celtypes
 from celpy.evaluation import CELUnsupportedError
 
+from cordum.workflow.value_kinds import value_kind
+
 EVAL_ERRORS: tuple[type[Exception], ...] = (
     celpy.CELEvalError,
     CELUnsupportedError,
@@ -273,21 +275,10 @@ def _integer(value: Any) -> bool:
 
 
 def _kind(value: Any) -> str:
-    if value is None:
-        return "nil"
-    if isinstance(value, bool) or type(value).__name__ == "BoolType":
+    """The expr-lang name of a value's type (cel-python's bool counted as a bool)."""
+    if type(value).__name__ == "BoolType":
         return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, dict):
-        return "map"
-    if isinstance(value, list):
-        return "list"
-    return type(value).__name__
+    return value_kind(value)
 
 
 def _key_text(key: Any) -> str:

@@ -29,11 +29,11 @@ from cordum.workflow.status import (
     recovery,
     run_status,
 )
+from cordum.workflow.step_kinds import begin
 from cordum.workflow.steps import (
     Advance,
     StepJob,
     apply_result,
-    begin,
     delay_due,
     fail,
     fire_delay,
@@ -44,7 +44,8 @@ from cordum.workflow.steps import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from cordum.workflow.model import TimelineEvent, Workflow, WorkflowRun
+    from cordum.workflow.definition import Workflow
+    from cordum.workflow.model import TimelineEvent, WorkflowRun
 
 __all__ = ["Effects", "StepJob", "cancel", "on_job", "on_timer", "reconcile", "start"]
 

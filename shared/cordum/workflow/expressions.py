@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from cordum.workflow.exprlang import TranslationError, translate
+from cordum.workflow.value_kinds import value_kind
 
 if TYPE_CHECKING:
     from cordum.workflow.cel_runtime import CelRuntime
@@ -90,22 +91,10 @@ def _follow(expr: str, path: tuple[str, ...], scope: Mapping[str, Any]) -> Any:
         if isinstance(value, list):
             raise ExpressionError(f"cannot evaluate {_quote(expr)}: a list index must be an "
                                   "integer, not string")
-        kind = "nil" if value is None else _kind_of(value)
+        kind = value_kind(value)
         raise ExpressionError(f"cannot evaluate {_quote(expr)}: cannot fetch {key!r} from "
                               f"{kind}")
     return copy.deepcopy(value) if isinstance(value, dict | list) else value
-
-
-def _kind_of(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    return "list" if isinstance(value, list) else type(value).__name__
 
 
 def truthy(value: Any) -> bool:

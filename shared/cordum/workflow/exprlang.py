@@ -387,3 +387,4 @@ def _nest(text: str, *depths: int) -> tuple[str, int]:
     if depth > MAX_DEPTH:
         raise TranslationError(f"expression is nested too deeply (more than {MAX_DEPTH} levels)")
     return text, depth
+

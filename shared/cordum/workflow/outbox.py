@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 
     from cordum.bus.workflow_events import RunEventSink
     from cordum.scheduler.ports import DurablePublisher
+    from cordum.workflow.definition import Step
     from cordum.workflow.engine import Effects, StepJob
-    from cordum.workflow.model import Step, WorkflowRun
+    from cordum.workflow.model import WorkflowRun
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from cordum.store.jobs import JobState
 from cordum.workflow.status import RETRYABLE_STATE
 
 if TYPE_CHECKING:
-    from cordum.workflow.model import Step
+    from cordum.workflow.definition import Step
 
 RETRYABLE_STATES = frozenset({JobState.FAILED, JobState.TIMEOUT, RETRYABLE_STATE})
 """Job outcomes worth another attempt. DENIED (a policy verdict) and FAILED_FATAL (the

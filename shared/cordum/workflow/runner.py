@@ -34,8 +34,9 @@ if TYPE_CHECKING:
     from cordum.bus.workflow_events import RunEvent, RunEventSink
     from cordum.scheduler.ports import DurablePublisher
     from cordum.store.locks import Lease
+    from cordum.workflow.definition import Workflow
     from cordum.workflow.engine import Effects
-    from cordum.workflow.model import Workflow, WorkflowRun
+    from cordum.workflow.model import WorkflowRun
     from cordum.workflow.store import LockedRun, StoredJobEnd, WorkflowStore
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,8 @@ from cordum.store.jobs import NO_STATE, OPEN_STATES, JobState
 from cordum.workflow.model import RunStatus, StepStatus
 
 if TYPE_CHECKING:
-    from cordum.workflow.model import Step, Workflow, WorkflowRun
+    from cordum.workflow.definition import Step, Workflow
+    from cordum.workflow.model import WorkflowRun
 
 DONE = frozenset({StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.DENIED,
                   StepStatus.CANCELLED, StepStatus.TIMED_OUT, StepStatus.SKIPPED})

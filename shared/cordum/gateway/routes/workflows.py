@@ -47,9 +47,11 @@ NOT_DRY = ("false", "0", "no")
 def service() -> WorkflowService:
     # Built per request around the cached clients: it holds no connection of its own.
     from cordum.workflow import wiring
+    from cordum.workflow.definition_store import DefinitionStore
     from cordum.workflow.store import WorkflowStore
 
-    return WorkflowService(WorkflowStore(deps.redis()), wiring.default_runner(),
+    redis = deps.redis()
+    return WorkflowService(DefinitionStore(redis), WorkflowStore(redis), wiring.default_runner(),
                            max_active_runs=settings().workflow_max_active_runs)
 
 
