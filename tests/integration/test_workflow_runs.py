@@ -436,3 +436,43 @@ def test_a_cancel_that_overtakes_its_steps_request_leaves_the_job_cancelled_and_
     assert (late.action, late.state) == ("noop", "CANCELLED")
     assert not s.worker.received  # never dispatched
     assert (meta["state"], meta["tenant"], meta["topic"]) == ("CANCELLED", s.tenant, "job.echo")
+
+
+def test_the_expression_forms_of_cordum_work_in_conditions_and_templates(stack):
+    loop, s = stack
+    forms = {
+        "and_or_not": "${input.total > 10 && (input.vip || !input.blocked)}",
+        "equal": "${input.country == 'DE' && input.country != 'FR'}",
+        "ternary": "${input.total >= 100 ? 'large' : 'small'}",
+        "in": "${'urgent' in input.tags}",
+        "contains": "${input.note contains 'rush'}",
+        "nil": "${input.missing == nil}",
+        "member_index": "${input.items[0].sku}",
+        "length": "${length(input.items)}",
+        "first": "${first(input.tags)}",
+        "mixed": "order of ${input.total} for ${input.country}",
+        "dropped": "${input.missing}",
+    }
+    definition = {"steps": {
+        "shape": {"type": "transform", "input": forms},
+        "gate": {"type": "condition", "depends_on": ["shape"],
+                 "condition": "steps.shape.output.ternary == 'small' && "
+                              "length(steps.shape.output.first) > 3"},
+        "work": {"type": "worker", "topic": "job.echo", "depends_on": ["gate"],
+                 "condition": "steps.gate.output", "input": {"sku": "${input.items[1].sku}"}},
+    }}
+    body = {"total": 42, "vip": False, "blocked": False, "country": "DE",
+            "tags": ["urgent", "b2b"], "note": "a rush order",
+            "items": [{"sku": "A-1"}, {"sku": "B-2"}]}
+
+    async def scenario():
+        run_id = await start(s, definition, body)
+        return run_id, await finished(s, run_id)
+
+    run_id, run = loop.run_until_complete(scenario())
+    assert run.steps["shape"].output == {
+        "and_or_not": True, "equal": True, "ternary": "small", "in": True, "contains": True,
+        "nil": True, "member_index": "A-1", "length": 2, "first": "urgent",
+        "mixed": "order of 42 for DE"}  # "dropped": a key whose template is nil is left out
+    assert run.steps["gate"].output is True
+    assert run.context["steps"]["work"]["output"] == {"echo": {"sku": "B-2"}}
