@@ -31,11 +31,11 @@ from cordum.gateway.models import (
     idempotency_key_error,
     max_body_bytes,
 )
-from cordum.gateway.workflows import WorkflowService
-from cordum.workflow.model import RunStatus
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+
+    from cordum.gateway.workflows import WorkflowService
 
 router = Router()
 
@@ -46,6 +46,9 @@ NOT_DRY = ("false", "0", "no")
 
 def service() -> WorkflowService:
     # Built per request around the cached clients: it holds no connection of its own.
+    # The workflow modules load with the first workflow request, not at cold start:
+    # most of the gateway's invocations are jobs.
+    from cordum.gateway.workflows import WorkflowService
     from cordum.workflow import wiring
     from cordum.workflow.definition_store import DefinitionStore
     from cordum.workflow.store import WorkflowStore
@@ -87,6 +90,8 @@ def _time(event: BaseProxyEvent, name: str) -> int | None:
 
 def _status(event: BaseProxyEvent) -> str:
     status = query(event, "status").strip().lower()
+    from cordum.workflow.model import RunStatus
+
     if status and status not in RunStatus._value2member_map_:
         raise InvalidRequest(f"status must be one of {', '.join(RunStatus)}")
     return status
