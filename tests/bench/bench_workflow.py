@@ -62,9 +62,11 @@ FLOOR_REPS = 20
 """loads+dumps of a run document are timed this many times and averaged."""
 # What each round trip is for, by its command and first key.
 ROLES = (("SET cordum:wf:run:lock:", "lock"), ("EVALSHA cordum:wf:run:lock:", "unlock"),
-         ("EVALSHA wf:run:", "load"), ("GET wf:run:job:", "job->run map"),
-         ("HGETALL job:meta:", "job state+result"), ("MULTI", "save"),
-         ("DEL wf:run:outbox:", "clear outbox"))
+         ("EVALSHA wf:run:* wf:run:outbox:", "save"),
+         ("EVALSHA wf:run:* cordum:wf:delay:timers", "lock+load"),
+         ("GET wf:run:job:", "job->run map"), ("HGETALL job:meta:", "job state+result"),
+         ("MULTI", "save"), ("DEL wf:run:outbox:", "clear outbox"))
+"""Label prefixes; a script's label names its first two keys, ``*`` stands for a run id."""
 
 
 def trip_label(command: Any) -> str:
@@ -80,20 +82,23 @@ def trip_label(command: Any) -> str:
         for _ in range(argc):
             end = data.index(b"\r\n", pos)
             size, pos = int(data[pos + 1:end]), end + 2
-            if len(args) < 4:
+            if len(args) < 5:
                 args.append(data[pos:pos + size])
             pos += size + 2
         names.append(args[0].decode().upper())
         if len(names) == 1 and len(args) > 1:
             # A script's first key follows its sha and key count.
-            key = args[3] if names[0] in ("EVALSHA", "EVAL") and len(args) > 3 else args[1]
-            first_key = key.decode(errors="replace")
+            script = names[0] in ("EVALSHA", "EVAL") and len(args) > 3
+            first_key = (args[3] if script else args[1]).decode(errors="replace")
+            if script and len(args) > 4:
+                first_key += " " + args[4].decode(errors="replace")
     label = f"{names[0]} {first_key}".strip() if names else "?"
     return label + (f" +{len(names) - 1}" if len(names) > 1 else "")
 
 
 def role(label: str) -> str:
-    return next((name for prefix, name in ROLES if label.startswith(prefix)),
+    shape = re.sub(r"(wf:run:(?:outbox:)?)[0-9a-f-]{36}", r"\1*", label)
+    return next((name for prefix, name in ROLES if shape.startswith(prefix)),
                 re.sub(r"[0-9a-f-]{36}", "<run>", label))
 
 
