@@ -97,6 +97,14 @@ def test_a_workflow_with_a_condition_an_approval_a_delay_and_two_jobs_succeeds(s
         assert gate == f"{run_id}:approve@1"
         job = wait_job(stack, gate, "APPROVAL_REQUIRED")
         assert job["topic"] == "job.cordum.approval-gate"
+        # The approver sees which run and step the gate holds, and what it decides on.
+        status, listed = stack.http("GET", "/api/v1/approvals?limit=200")
+        mine = [i for i in listed["items"] if i["job"]["id"] == gate]
+        assert mine and mine[0]["workflow"] == {"workflow_id": workflow_id, "run_id": run_id,
+                                                "step_id": "approve"}, listed
+        status, context = stack.http("GET", f"/api/v1/approvals/{gate}/context")
+        assert status == 200 and context["kind"] == "workflow_approval_context", context
+        assert context["decision"] == {"amount": 250}
         # The run's starter cannot approve its own gate; a second key can.
         status, body = stack.http("POST", f"/api/v1/approvals/{gate}/approve", {"reason": "me"})
         assert (status, body["code"]) == (403, "self_approval_denied"), body

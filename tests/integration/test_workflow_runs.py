@@ -393,6 +393,20 @@ def test_an_approval_step_waits_for_a_human_on_its_gate_job(stack, kernel, decis
 
         with pytest.raises(Forbidden):
             await service.approve(who(s), gate, body)
+        # What the approver sees: the gate in the list with its run and step, and its
+        # context document; another tenant sees neither.
+        listed = await service.list(approver, 50, "")
+        context = await service.context(approver, gate)
+        from cordum.gateway.errors import NotFound
+
+        stranger = Principal(tenant=f"other-{s.unique}", role="admin", principal_id="x")
+        with pytest.raises(NotFound):
+            await service.context(stranger, gate)
+        items = [i for i in listed["items"] if i["job"]["id"] == gate]
+        assert items and items[0]["workflow"] == {
+            "workflow_id": f"wf-{s.unique}", "run_id": run_id, "step_id": "gate"}
+        assert context["kind"] == "workflow_approval_context"
+        assert context["workflow"]["step_id"] == "gate"
         await getattr(service, decision)(approver, gate, body)
         want = "succeeded" if decision == "approve" else "denied"
         return run_id, await finished(s, run_id, want), json.loads(

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from cordum.gateway.views import json_object, rfc3339_us
 from cordum.scheduler.approval import APPROVED, REJECTED, STATUS_FIELD
-from cordum.store.jobs import JobState
+from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS
+from cordum.store.jobs import JobState, decode_labels
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -16,7 +17,7 @@ PENDING = "PENDING"
 APPROVAL_ITEM_FIELDS = ("tenant", "state", "topic", "updated_at", STATUS_FIELD,
                         "safety_snapshot", "safety_rule_id", "safety_reason",
                         "safety_constraints", "safety_checked_at", "approval_decided_at",
-                        "approved_by", "safety_decision")
+                        "approved_by", "safety_decision", "labels")
 """The meta fields :func:`approval_item` reads: all a list page fetches of a job."""
 
 
@@ -50,8 +51,21 @@ def approval_item(job_id: str, meta: Mapping[str, str], gated_at_us: int) -> dic
         "decided_at": rfc3339_us(meta.get("approval_decided_at")) if decided else None,
         "decided_by": (meta.get("approved_by") or None) if decided else None,
         "safety_decision": meta.get("safety_decision", ""),
+        **_workflow_of(job_id, meta),
     }
 
+
+def _workflow_of(job_id: str, meta: Mapping[str, str]) -> dict[str, Any]:
+    """``{"workflow": {workflow_id, run_id, step_id}}`` for a workflow's approval gate, else
+    nothing. The gate's job id (``<run>:<step>@<attempt>``) must agree with its labels."""
+    if meta.get("topic", "") not in APPROVAL_GATE_TOPICS:
+        return {}
+    labels = decode_labels(meta)
+    run_id, step_id = labels.get("run_id", ""), labels.get("step_id", "")
+    if not run_id or not step_id or not job_id.startswith(f"{run_id}:{step_id}@"):
+        return {}
+    return {"workflow": {"workflow_id": labels.get("workflow_id", ""), "run_id": run_id,
+                         "step_id": step_id}}
 
 def decided(job_id: str, meta: Mapping[str, str], status: str) -> dict[str, Any]:
     """The answer to a decision that was already made (``already_approved`` ...)."""

@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+GATE_CONTEXT_KIND = "workflow_approval_context"
+"""The ``kind`` of the document a workflow approval gate's ``ctx:`` payload holds."""
+
 API_SENDER = "api-gateway"
 """Sender and worker id of what the API publishes about a decided job (Cordum's)."""
 
@@ -143,6 +146,24 @@ class ApprovalService:
             return await self._deny(who, job_id, meta, body, lease)
 
     # -------------------------------------------------------------- checks
+
+    async def context(self, who: Principal, job_id: str) -> dict[str, Any]:
+        """The context document of a workflow's approval gate: the run, the step and the
+        evaluated input the approver decides on (the gate's ``ctx:`` payload). Another
+        tenant's job, and a job that is no gate, answer not found."""
+        meta = await self._store.get(job_id)
+        if not meta or meta.get("tenant", "") != who.tenant:
+            raise NotFound("job not found")
+        if meta.get("topic", "") not in APPROVAL_GATE_TOPICS:
+            raise NotFound("job is not an approval gate", "approval_context_not_found")
+        raw = await self._store.get_payload(protocol.context_key(job_id))
+        try:
+            doc = json.loads(raw) if raw else None
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict) or doc.get("kind") != GATE_CONTEXT_KIND:
+            raise NotFound("approval context not found", "approval_context_not_found")
+        return doc
 
     @staticmethod
     def _owned(who: Principal, meta: dict[str, str] | None) -> dict[str, str]:

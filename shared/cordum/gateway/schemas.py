@@ -133,6 +133,14 @@ class JobList(PaginatedResponse):
 ApprovalDecision = Literal["PENDING", "APPROVED", "REJECTED"]
 
 
+class GateOwner(Body):
+    """The workflow run and step a workflow approval gate belongs to."""
+
+    workflow_id: str = optional()
+    run_id: str = optional()
+    step_id: str = optional()
+
+
 class ApprovalItem(Body):
     job: JobSummary = optional()
     decision: ApprovalDecision = optional()
@@ -144,6 +152,29 @@ class ApprovalItem(Body):
     requested_at: AwareDatetime = optional()
     decided_at: AwareDatetime | None = optional()
     decided_by: str | None = optional()
+    safety_decision: str = optional()
+    workflow: GateOwner = optional()
+
+
+class ApprovalContextWorkflow(Body):
+    workflow_id: str = optional()
+    workflow_name: str = optional()
+    run_id: str = optional()
+    step_id: str = optional()
+    step_name: str = optional()
+    requested_at: str = optional()
+    triggered_by: str = optional()
+    tenant_id: str = optional()
+    team_id: str = optional()
+
+
+class ApprovalContext(Body):
+    """A workflow approval gate's context document (``kind`` workflow_approval_context)."""
+
+    kind: str = optional()
+    version: int = optional()
+    workflow: ApprovalContextWorkflow = optional()
+    decision: Any = optional()
 
 
 class ApprovalList(PaginatedResponse):
@@ -219,158 +250,3 @@ class HealthResponse(Body):
     nats: Any = optional()
     error: str = optional()
     """What is down, when ``status`` is ``unhealthy``."""
-
-
-# --------------------------------------------------------------------------- workflows
-# Shapes cordum-sdk 0.1.0 parses: a definition needs ``id``, ``name`` and ``steps``
-# (each step its ``id`` and ``type``); a run's ``started_at`` is never null; a
-# timeline event's time is read as ``timestamp``.
-
-RunStatus = Literal["pending", "running", "waiting", "succeeded", "failed", "denied",
-                    "cancelled", "timed_out"]
-
-
-class WorkflowStepRetry(Body):
-    max_retries: int = optional()
-    initial_backoff_sec: float = optional()
-    max_backoff_sec: float = optional()
-    """0: no cap."""
-    multiplier: float = optional()
-
-
-class WorkflowStep(Body):
-    """A step as saved; besides these, every field of the reference's step model."""
-
-    id: str
-    type: str
-    """worker (the default), approval, condition, delay, notify, transform, storage,
-    switch, parallel, loop, subworkflow."""
-    name: str = optional()
-    depends_on: list[str] = optional()
-    condition: str = optional()
-    topic: str = optional()
-    input: dict[str, Any] | None = optional()
-    timeout_sec: int = optional()
-    retry: WorkflowStepRetry = optional()
-    on_error: str = optional()
-
-
-class WorkflowDefinition(Body):
-    id: str
-    name: str
-    steps: dict[str, WorkflowStep]
-    """Step id -> step."""
-    org_id: str = optional()
-    team_id: str = optional()
-    description: str = optional()
-    version: str = optional()
-    timeout_sec: int = optional()
-    config: dict[str, Any] = optional()
-    input_schema: dict[str, Any] = optional()
-    """JSON Schema a run's input must satisfy."""
-    created_by: str = optional()
-    created_at: AwareDatetime = optional()
-    updated_at: AwareDatetime = optional()
-
-
-class SaveWorkflowRequest(Body):
-    """A definition to save (an upsert by ``id``; a new id is made when it is absent).
-
-    Steps come as a map step id -> step (the map key wins over the step's ``id``) or as
-    a list of steps with ids; ``retry`` as ``{max_retries, initial_backoff_sec,
-    max_backoff_sec, multiplier}`` or cordum-sdk's ``{max_attempts, backoff_sec}``.
-    Keys the definition has no field for are refused (400 ``invalid_json``), except a
-    step's ``config``, which cordum-sdk sends.
-    """
-
-    id: str = optional()
-    name: str = optional()
-    """At most 256 characters."""
-    description: str = optional()
-    version: str = optional()
-    team_id: str = optional()
-    timeout_sec: int = optional()
-    """0..604800."""
-    steps: dict[str, dict[str, Any]] | list[dict[str, Any]] = optional()
-    config: dict[str, Any] | None = optional()
-    input_schema: dict[str, Any] | None = optional()
-
-
-class CreateWorkflowResponse(Body):
-    id: str = optional()
-
-
-class WorkflowRunInput(Body):
-    """The run's input itself, no wrapper; checked against the definition's
-    ``input_schema``."""
-
-
-class StartWorkflowRunResponse(Body):
-    run_id: str = optional()
-
-
-class RunSummary(Body):
-    id: str = optional()
-    workflow_id: str = optional()
-    status: RunStatus = optional()
-    started_at: AwareDatetime = optional()
-    completed_at: AwareDatetime | None = optional()
-    error: dict[str, Any] | None = optional()
-    org_id: str = optional()
-    triggered_by: str = optional()
-    created_at: AwareDatetime = optional()
-    updated_at: AwareDatetime = optional()
-
-
-class RunStepStatus(Body):
-    step_id: str = optional()
-    status: str = optional()
-    """A run status, or ``skipped``."""
-    started_at: AwareDatetime | None = optional()
-    completed_at: AwareDatetime | None = optional()
-    next_attempt_at: AwareDatetime | None = optional()
-    attempts: int = optional()
-    job_id: str | None = optional()
-    error: dict[str, Any] | None = optional()
-    output: Any = optional()
-
-
-class RunTimer(Body):
-    """When the run next wakes up by itself (a delay, a retry backoff, its timeout)."""
-
-    workflow_id: str = optional()
-    run_id: str = optional()
-    fires_at: AwareDatetime = optional()
-    remaining_ms: int = optional()
-    """0 once due."""
-
-
-class RunDetail(RunSummary):
-    input: dict[str, Any] = optional()
-    output: Any = optional()
-    steps: dict[str, RunStepStatus] = optional()
-    """Step id -> its run."""
-    context: dict[str, Any] = optional()
-    created_by: str = optional()
-    """Who started it (``triggered_by`` again)."""
-    dry_run: bool = optional()
-    timers: list[RunTimer] = optional()
-
-
-class RunList(PaginatedResponse):
-    items: list[RunSummary] = optional()
-
-
-class TimelineEvent(Body):
-    timestamp: AwareDatetime = optional()
-    time: AwareDatetime = optional()
-    """``timestamp`` again, under Cordum's name."""
-    type: str = optional()
-    run_id: str = optional()
-    workflow_id: str = optional()
-    step_id: str | None = optional()
-    job_id: str = optional()
-    status: str = optional()
-    result_ptr: str = optional()
-    message: str = optional()
-    data: dict[str, Any] | None = optional()

@@ -52,3 +52,10 @@ def reject_job(job_id: str) -> Response:
     body = ApprovalDecisionRequest.model_validate(json_body(router.current_event))
     deadline = locked_work_deadline(router.lambda_context)
     return json_response(200, runtime.run(service().reject(who, job_id, body, deadline)))
+
+
+@router.get("/api/v1/approvals/<job_id>/context")
+def approval_context(job_id: str) -> Response:
+    who = principal(router.current_event)
+    require_role(who)
+    return json_response(200, runtime.run(service().context(who, job_id)))
