@@ -490,3 +490,24 @@ def test_the_expression_forms_of_cordum_work_in_conditions_and_templates(stack):
         "mixed": "order of 42 for DE"}  # "dropped": a key whose template is nil is left out
     assert run.steps["gate"].output is True
     assert run.context["steps"]["work"]["output"] == {"echo": {"sku": "B-2"}}
+
+
+def test_storage_steps_keep_values_in_the_run_context_across_events(stack):
+    loop, s = stack
+    definition = {"steps": {
+        "remember": {"type": "storage",
+                     "input": {"operation": "write", "key": "cart.id", "value": "${input.cart}"}},
+        "work": {"type": "worker", "topic": "job.echo", "depends_on": ["remember"],
+                 "input": {"cart": "${ctx.cart.id}"}},
+        "recall": {"type": "storage", "depends_on": ["work"],
+                   "input": {"operation": "read", "key": "cart.id"}},
+    }}
+
+    async def scenario():
+        run_id = await start(s, definition, {"cart": "c-7"})
+        return await finished(s, run_id)
+
+    run = loop.run_until_complete(scenario())
+    assert run.context["cart"] == {"id": "c-7"}
+    assert run.context["steps"]["work"]["output"] == {"echo": {"cart": "c-7"}}
+    assert run.steps["recall"].output == "c-7"

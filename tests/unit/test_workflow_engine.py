@@ -478,7 +478,7 @@ def test_transforms_chain_within_one_call():
 
 @pytest.mark.parametrize("fields", [
     {"type": "parallel"}, {"type": "switch"}, {"type": "loop"}, {"type": "subworkflow"},
-    {"type": "storage"}, {"type": "worker", "for_each": "input.items"},
+    {"type": "worker", "for_each": "input.items"},
 ])
 def test_part_two_kinds_fail_as_unsupported(fields: dict[str, Any]):
     wf = workflow({"a": fields})
@@ -677,3 +677,38 @@ def test_a_lost_approval_gate_is_sent_again_then_fails_after_three_tries():
     assert not lost.jobs
     assert run.steps["gate"].status == "failed" and error_code(run, "gate") == "approval_gate_lost"
     assert run.status == "failed"
+
+
+def test_storage_steps_write_read_and_delete_the_run_context():
+    wf = workflow({
+        "put": {"type": "storage",
+                "input": {"operation": "write", "key": "order.total", "value": "${input.n}"}},
+        "get": {"type": "storage", "depends_on": ["put"],
+                "input": {"operation": "read", "key": "order.total"}},
+        "use": {"type": "transform", "depends_on": ["get"],
+                "input": {"twice": "${ctx.order.total * 2}"}},
+        "drop": {"type": "storage", "depends_on": ["use"],
+                 "input": {"operation": "delete", "key": "order.total"}},
+        "gone": {"type": "storage", "depends_on": ["drop"],
+                 "input": {"operation": "read", "key": "order.total"}},
+    })
+    run = new_run({"n": 21})
+    engine.start(run, wf, NOW)
+    assert run.status == "succeeded"
+    assert run.steps["put"].output == 21 and run.steps["get"].output == 21
+    assert run.steps["use"].output == {"twice": 42}
+    assert run.steps["drop"].output == 21 and run.steps["gone"].output is None
+    assert run.context["order"] == {}
+
+
+@pytest.mark.parametrize("spec", [
+    {"operation": "rename", "key": "a"},
+    {"operation": "write", "key": ""},
+    {"operation": "write", "key": "steps.put.output", "value": 1},
+])
+def test_a_bad_storage_step_fails_and_leaves_the_context_alone(spec):
+    wf = workflow({"bad": {"type": "storage", "input": spec}})
+    run = new_run({})
+    engine.start(run, wf, NOW)
+    assert run.steps["bad"].status == "failed" and error_code(run, "bad") == "storage_invalid"
+    assert set(run.context) <= {"steps"}

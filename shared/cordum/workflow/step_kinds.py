@@ -2,8 +2,9 @@
 
 A worker step (and any type this engine does not know) and an approval gate become a
 job for the caller to publish; condition, transform and notify steps finish at once;
-a delay waits on a timer. Part 2 kinds (for_each, parallel, switch, loop, subworkflow,
-storage) fail with ``step_type_unsupported`` until the engine learns them. How a step
+a delay waits on a timer; a storage step reads or writes the run context at once. Part 2
+kinds (for_each, parallel, switch, loop, subworkflow) fail with ``step_type_unsupported``
+until the engine learns them. How a step
 ends is :mod:`cordum.workflow.steps`.
 """
 
@@ -25,7 +26,10 @@ if TYPE_CHECKING:
 APPROVAL_GATE_TOPIC = "job.cordum.approval-gate"
 """The gate topic workflow approvals use (one of ``scheduler.jobhash.APPROVAL_GATE_TOPICS``)."""
 SOURCE_LABEL = "workflow"
-UNSUPPORTED_KINDS = frozenset({"parallel", "switch", "loop", "subworkflow", "storage"})
+UNSUPPORTED_KINDS = frozenset({"parallel", "switch", "loop", "subworkflow"})
+STORAGE_OPERATIONS = ("read", "write", "delete")
+ENGINE_CONTEXT_KEY = "steps"
+"""The part of the run context the engine writes (step outputs): storage steps keep off."""
 SEVERITIES = {"INFO": 1, "WARN": 2, "WARNING": 2, "ERROR": 3, "CRITICAL": 4}
 NOTIFY_SOURCE = "workflow-engine"
 
@@ -56,10 +60,49 @@ def begin(a: Advance, step: Step, sr: StepRun) -> None:
         _notify_step(a, step, sr, payload)
     elif kind == "transform":
         complete(a, step, sr, payload)
+    elif kind == "storage":
+        _storage_step(a, step, sr, payload)
     elif kind == "approval":
         _dispatch(a, step, sr, payload, approval=True)
     else:
         _dispatch(a, step, sr, payload, approval=False)
+
+
+def _storage_step(a: Advance, step: Step, sr: StepRun, payload: Any) -> None:
+    """``operation`` read | write | delete of the dot path ``key`` in the run context
+    (``value`` for a write). The output is the value at the key: as read, as written,
+    or as it was before the delete (nil when there was none)."""
+    spec = payload if isinstance(payload, dict) else {}
+    operation = str(spec.get("operation", "")).strip().lower()
+    path = [part for part in str(spec.get("key", "")).split(".") if part]
+    problem = ""
+    if operation not in STORAGE_OPERATIONS:
+        problem = f"operation must be one of {', '.join(STORAGE_OPERATIONS)}"
+    elif not path:
+        problem = "key must be a dot path such as 'order.total'"
+    elif path[0] == ENGINE_CONTEXT_KEY:
+        problem = f"key {spec.get('key')!r} is the engine's own ({ENGINE_CONTEXT_KEY}.*)"
+    if problem:
+        fail(a, step, sr, StepStatus.FAILED, {"code": "storage_invalid", "message": problem})
+        return
+    parent: Any = a.run.context
+    for part in path[:-1]:
+        child = parent.get(part) if isinstance(parent, dict) else None
+        if not isinstance(child, dict):
+            if operation != "write":
+                complete(a, step, sr, None)
+                return
+            child = parent[part] = {}
+        parent = child
+    leaf = path[-1]
+    if operation == "read":
+        value = _copy(parent.get(leaf))
+    elif operation == "write":
+        parent[leaf] = _copy(spec.get("value"))
+        value = _copy(spec.get("value"))
+    else:
+        value = parent.pop(leaf, None)
+    complete(a, step, sr, value)
 
 
 _INVALID = object()
