@@ -511,3 +511,26 @@ def test_storage_steps_keep_values_in_the_run_context_across_events(stack):
     assert run.context["cart"] == {"id": "c-7"}
     assert run.context["steps"]["work"]["output"] == {"echo": {"cart": "c-7"}}
     assert run.steps["recall"].output == "c-7"
+
+
+def test_a_switch_dispatches_only_the_chosen_branchs_job(stack):
+    loop, s = stack
+    definition = {"steps": {
+        "route": {"type": "switch", "condition": "input.kind",
+                  "input": {"cases": [{"when": "refund", "next": "refund"}],
+                            "default": "charge"}},
+        "refund": {"type": "worker", "topic": "job.echo", "depends_on": ["route"],
+                   "input": {"do": "refund"}},
+        "charge": {"type": "worker", "topic": "job.echo", "depends_on": ["route"],
+                   "input": {"do": "charge"}},
+    }}
+
+    async def scenario():
+        run_id = await start(s, definition, {"kind": "refund"})
+        return run_id, await finished(s, run_id), await s.store.timeline(s.tenant, run_id)
+
+    run_id, run, timeline = loop.run_until_complete(scenario())
+    assert s.worker.received == [f"{run_id}:refund@1"]
+    assert run.steps["charge"].status == "cancelled"
+    assert run.steps["charge"].error["reason"] == "switch_branch_not_taken"
+    assert "step_switch_evaluated" in types(timeline)

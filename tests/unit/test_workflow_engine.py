@@ -477,7 +477,7 @@ def test_transforms_chain_within_one_call():
 
 
 @pytest.mark.parametrize("fields", [
-    {"type": "parallel"}, {"type": "switch"}, {"type": "loop"}, {"type": "subworkflow"},
+    {"type": "parallel"}, {"type": "loop"}, {"type": "subworkflow"},
     {"type": "worker", "for_each": "input.items"},
 ])
 def test_part_two_kinds_fail_as_unsupported(fields: dict[str, Any]):
@@ -712,3 +712,49 @@ def test_a_bad_storage_step_fails_and_leaves_the_context_alone(spec):
     engine.start(run, wf, NOW)
     assert run.steps["bad"].status == "failed" and error_code(run, "bad") == "storage_invalid"
     assert set(run.context) <= {"steps"}
+
+
+SWITCH = {
+    "route": {"type": "switch", "condition": "input.tier",
+              "input": {"cases": [{"when": "gold", "next": "vip"},
+                                  {"match": "silver", "step": "plus"}],
+                        "default": "basic"}},
+    "vip": {"type": "transform", "depends_on": ["route"], "input": {"lane": "vip"}},
+    "plus": {"type": "transform", "depends_on": ["route"], "input": {"lane": "plus"}},
+    "basic": {"type": "transform", "depends_on": ["route"], "input": {"lane": "basic"}},
+    "after_plus": {"type": "transform", "depends_on": ["plus"], "input": {"x": 1}},
+}
+
+
+@pytest.mark.parametrize(("tier", "taken", "case"), [
+    ("gold", "vip", 0), ("silver", "plus", 1), ("bronze", "basic", None)])
+def test_a_switch_runs_one_branch_and_cancels_the_others_as_not_taken(tier, taken, case):
+    wf = workflow(SWITCH)
+    run = new_run({"tier": tier})
+    effects = engine.start(run, wf, NOW)
+    assert run.steps["route"].output == {"matched_case": case, "matched_value": tier,
+                                         "target_step": taken}
+    assert run.steps[taken].status == "succeeded"
+    for other in {"vip", "plus", "basic"} - {taken}:
+        assert run.steps[other].status == "cancelled"
+        assert run.steps[other].error["reason"] == "switch_branch_not_taken"
+    # A branch not taken counts as complete: the run succeeds; what follows it is skipped.
+    assert run.status == "succeeded"
+    if taken != "plus":
+        assert run.steps["after_plus"].status == "skipped"
+    assert "step_switch_evaluated" in kinds(effects)
+
+
+def test_a_switch_with_map_cases_and_an_unknown_target_fails():
+    wf = workflow({"route": {"type": "switch", "condition": "input.n",
+                             "input": {"cases": {"1": "one"}}},
+                   "one": {"type": "transform", "depends_on": ["route"], "input": {"x": 1}}})
+    run = new_run({"n": 1})
+    engine.start(run, wf, NOW)
+    assert run.steps["route"].output["target_step"] == "one"
+    assert run.steps["one"].status == "succeeded" and run.status == "succeeded"
+    bad = workflow({"route": {"type": "switch", "condition": "input.n",
+                              "input": {"cases": {"1": "nowhere"}}}})
+    run = new_run({"n": 1})
+    engine.start(run, bad, NOW)
+    assert error_code(run, "route") == "switch_invalid" and run.status == "failed"

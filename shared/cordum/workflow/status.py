@@ -184,7 +184,9 @@ def run_status(run: WorkflowRun, wf: Workflow) -> RunStatus:
         return any(s is status and recovery(sid, run, wf) is Recovery.UNRECOVERED
                    for sid, s in statuses.items())
 
-    if unrecovered(StepStatus.FAILED) or StepStatus.CANCELLED in statuses.values():
+    cancelled = any(s is StepStatus.CANCELLED and not branch_not_taken(run, sid)
+                    for sid, s in statuses.items())
+    if unrecovered(StepStatus.FAILED) or cancelled:
         return RunStatus.FAILED
     if unrecovered(StepStatus.DENIED):
         return RunStatus.DENIED
@@ -208,10 +210,21 @@ def deciding_step(run: WorkflowRun, wf: Workflow, status: RunStatus) -> str:
         step_status = _status(run, sid)
         if step_status not in wanted or not counted(sid, run, owners):
             continue
+        if step_status is StepStatus.CANCELLED and branch_not_taken(run, sid):
+            continue
         if (step_status is StepStatus.CANCELLED
                 or recovery(sid, run, wf) is Recovery.UNRECOVERED):
             return sid
     return ""
+
+
+BRANCH_NOT_TAKEN = "switch_branch_not_taken"
+"""The reason of a switch's branch that was not chosen: cancelled, yet complete (§2)."""
+
+
+def branch_not_taken(run: WorkflowRun, step_id: str) -> bool:
+    sr = run.steps.get(step_id)
+    return sr is not None and (sr.error or {}).get("reason") == BRANCH_NOT_TAKEN
 
 
 def _status(run: WorkflowRun, step_id: str) -> StepStatus:
