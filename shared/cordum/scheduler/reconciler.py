@@ -227,7 +227,7 @@ class Reconciler:
         # the range, so it needs no skipping.
         kept = 0
         for _ in range(p.max_iterations):
-            if _past(deadline):
+            if past(deadline):
                 report.stopped_early = True
                 return
             try:
@@ -239,7 +239,7 @@ class Reconciler:
                 return
             report.listed += len(ids)
             for job_id in ids:
-                if _past(deadline):
+                if past(deadline):
                     report.stopped_early = True
                     return
                 outcome = await self._time_out(job_id, only_from, reason, deadline,
@@ -261,7 +261,7 @@ class Reconciler:
                         deadline: float | None, unchanged_since: int | None = None) -> str:
         last: Exception | None = None
         for _ in range(self.policy.max_tries_per_job):
-            if last is not None and _past(deadline):
+            if last is not None and past(deadline):
                 break
             try:
                 result = await self._store.transition(
@@ -280,5 +280,6 @@ class Reconciler:
         return "failed"
 
 
-def _past(deadline: float | None) -> bool:
+def past(deadline: float | None) -> bool:
+    """Whether a ``time.monotonic()`` deadline (None: none) has come."""
     return deadline is not None and time.monotonic() >= deadline

@@ -327,7 +327,7 @@ def _effects(a: Advance) -> Effects:
     if a.timeline:  # every change to a run is on its timeline
         run.updated_at = a.stamp
     return Effects(jobs=a.jobs, cancels=list(dict.fromkeys(a.cancels)), alerts=a.alerts,
-                   timeline=a.timeline, timer_at=_timer_at(run, a.wf),
+                   timeline=a.timeline, timer_at=timer_at(run, a.wf),
                    rollback=_ended_fatally(a))
 
 
@@ -336,7 +336,9 @@ def _ended_fatally(a: Advance) -> bool:
     return ended and _fatal_failure(a.run, a.wf)
 
 
-def _timer_at(run: WorkflowRun, wf: Workflow) -> float | None:
+def timer_at(run: WorkflowRun, wf: Workflow) -> float | None:
+    """When the run must next be looked at by a timer (unix seconds): the earliest step
+    delay or retry backoff, or the workflow's timeout; None when nothing waits."""
     if run.status in TERMINAL_RUN:
         return None
     times: list[datetime] = []

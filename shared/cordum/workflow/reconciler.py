@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from cordum.bus.workflow_events import RunEvent
 from cordum.scheduler.errors import RetryAfter
+from cordum.scheduler.reconciler import past
 from cordum.scheduler.ticks import TickPolicy, run_ticks
 from cordum.store.errors import LockBusy, StoreError
 
@@ -75,7 +76,7 @@ class WorkflowReconciler:
         now = time.time()
         for _workflow_id, run_id, due in await self._store.due_timers(
                 now + self.policy.interval_s, self.policy.timers_per_tick):
-            if _past(deadline):
+            if past(deadline):
                 return report
             if due <= now:
                 await self._fire(run_id, due, report)
@@ -86,7 +87,7 @@ class WorkflowReconciler:
                 except Exception as exc:
                     report.errors.append(f"timer {run_id}: {exc}")
         for run_id in await self._store.open_runs(self.policy.runs_per_tick):
-            if _past(deadline):
+            if past(deadline):
                 break
             report.runs_checked += 1
             try:
@@ -104,10 +105,6 @@ class WorkflowReconciler:
             report.timers_fired += 1
         except (RetryAfter, StoreError) as exc:
             report.errors.append(f"timer {run_id}: {exc}")
-
-
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() >= deadline
 
 
 async def tick_invocation(remaining_ms: Callable[[], int]) -> dict[str, Any]:

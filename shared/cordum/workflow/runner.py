@@ -124,12 +124,12 @@ class WorkflowRunner:
         if leftover:
             await self._carry_out(lease, run, leftover)
         before = run.updated_at
-        timer_before = next_fire(run, wf)
+        timer_before = engine.timer_at(run, wf)
         now = utcnow()
         effects = await self._decide(run, wf, kind, job, ended, now, stale_start_s)
         if effects is None or (run.updated_at == before and not _has_work(effects)):
             return False
-        timer_at = next_fire(run, wf)
+        timer_at = effects.timer_at
         outbox = to_outbox(effects, timer_at=timer_at if timer_at != timer_before else None,
                            steps=wf.steps)
         step_jobs = [entry["job"] for entry in outbox if "job" in entry]
@@ -182,10 +182,8 @@ class WorkflowRunner:
         rows = await pipe.execute()
         states: dict[str, str] = {}
         for job_id, (state, status) in zip(job_ids, rows, strict=True):
-            state = _text(state) if state is not None else ""
-            # FAILED_FATAL is stored as FAILED: the status the worker gave tells them apart.
-            fatal = status is not None and _text(status) == "FAILED_FATAL"
-            states[job_id] = "FAILED_FATAL" if state == "FAILED" and fatal else state
+            states[job_id] = step_job_state(_text(state) if state is not None else "",
+                                            _text(status) if status is not None else "")
         return states
 
     async def _carry_out(self, lease: Lease, run: WorkflowRun,
@@ -200,16 +198,19 @@ class WorkflowRunner:
         lease.release_also.append(outbox_key(run.id))
 
 
+def step_job_state(state: str, result_status: str) -> str:
+    """A step job's state as the engine reads it: FAILED_FATAL is stored as FAILED, and
+    the status the worker gave (``result_status``) tells them apart."""
+    return "FAILED_FATAL" if state == "FAILED" and result_status == "FAILED_FATAL" else state
+
+
 def job_end(job_id: str, ended: StoredJobEnd) -> tuple[str, Any, str, dict[str, Any] | None]:
-    """(state, output, result pointer, error) of a terminal step job; state '' if open.
-    FAILED_FATAL is stored as FAILED: the status the worker gave tells them apart."""
+    """(state, output, result pointer, error) of a terminal step job; state '' if open."""
     from cordum.store.jobs import TERMINAL_STATES
 
-    state = ended.state
-    if state not in TERMINAL_STATES:
+    if ended.state not in TERMINAL_STATES:
         return "", None, "", None
-    if state == "FAILED" and ended.result_status == "FAILED_FATAL":
-        state = "FAILED_FATAL"
+    state = step_job_state(ended.state, ended.result_status)
     output: Any = None
     if state == "SUCCEEDED" and ended.result is not None:
         raw = ended.result if isinstance(ended.result, bytes) else str(ended.result).encode()
@@ -231,20 +232,6 @@ def step_path_of(job_id: str, run_id: str) -> str:
         return ""
     path, sep, attempt = job_id[len(prefix):].rpartition("@")
     return path if sep and attempt.isdigit() else ""
-
-
-def next_fire(run: WorkflowRun, wf: Workflow) -> float | None:
-    """When the run must next be looked at by a timer (unix seconds): the earliest
-    step delay or retry backoff, or the workflow's timeout; None when nothing waits."""
-    if run.status not in OPEN_RUN:
-        return None
-    times = [t.timestamp() for s in run.steps.values()
-             if s.next_attempt_at and s.status in ("pending", "running")
-             for t in [_parse_time(s.next_attempt_at)] if t is not None]
-    started = _parse_time(run.started_at)
-    if wf.timeout_sec and started is not None:
-        times.append(started.timestamp() + wf.timeout_sec)
-    return min(times) if times else None
 
 
 def _has_work(effects: Effects) -> bool:
