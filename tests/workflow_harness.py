@@ -75,6 +75,8 @@ class Worker:
     worker_id: str
     script: dict[str, list[str]] = field(default_factory=dict)
     received: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+    """Jobs received and not answered (``hold``), oldest first."""
 
     def status_for(self, topic: str) -> str:
         queue = self.script.get(topic)
@@ -175,18 +177,23 @@ class WorkflowStack:
         self.worker.received.append(req.job_id)
         status = self.worker.status_for(req.topic)
         if status == "hold":
+            self.worker.held.append(req.job_id)
             return
-        ctx = await self.redis.get(protocol.context_key(req.job_id))
-        res = protocol.JobResult(job_id=req.job_id, worker_id=self.worker.worker_id,
+        await self.answer(req.job_id, status)
+
+    async def answer(self, job_id: str, status: str = "SUCCEEDED") -> None:
+        """The worker's result for a job (one it held, or one it just received)."""
+        ctx = await self.redis.get(protocol.context_key(job_id))
+        res = protocol.JobResult(job_id=job_id, worker_id=self.worker.worker_id,
                                  status=getattr(protocol.JobStatus, f"JOB_STATUS_{status}"))
         if status == "SUCCEEDED":
             body = {"echo": json.loads(ctx) if ctx else None}
-            await self.redis.set(protocol.result_key(req.job_id), json.dumps(body), ex=600)
-            res.result_ptr = protocol.pointer(protocol.result_key(req.job_id))
+            await self.redis.set(protocol.result_key(job_id), json.dumps(body), ex=600)
+            res.result_ptr = protocol.pointer(protocol.result_key(job_id))
         else:
             res.error_message = f"worker said {status}"
         await self._nc.publish(protocol.SUBJECT_RESULT, protocol.packet(
-            trace_id=req.job_id, sender_id=self.worker.worker_id,
+            trace_id=job_id, sender_id=self.worker.worker_id,
             job_result=res).SerializeToString())
 
     async def pump(self, until: Any, timeout_s: float = 15.0) -> None:
@@ -194,6 +201,8 @@ class WorkflowStack:
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
             for event in self.queue.take():
+                if event.kind == "start":  # a subworkflow's child run is ours too
+                    self.run_ids.add(event.run_id)
                 try:
                     self.applied.append(await self.runner.apply(event))
                 except RetryAfter:

@@ -67,7 +67,7 @@ def test_start_dispatches_a_worker_job_with_ids_env_labels_and_keys():
                              "input": {"url": "${input.url}", "n": "${input.n}",
                                        "note": "n=${input.n}"},
                              "route_labels": {"region": "${input.region}"}}})
-    run = new_run({"url": "https://x", "n": 3, "region": "eu"}, dry_run=True)
+    run = new_run({"url": "https://x", "n": 3, "region": "eu"})
 
     effects = engine.start(run, wf, NOW)
 
@@ -79,7 +79,7 @@ def test_start_dispatches_a_worker_job_with_ids_env_labels_and_keys():
     assert job.input == {"url": "https://x", "n": 3, "note": "n=3"}
     assert job.env == {"workflow_id": "wf1", "run_id": RUN, "step_id": "fetch",
                        "tenant_id": "acme", "team_id": "blue", "memory_id": f"run:{RUN}",
-                       "context_mode": "raw", "dry_run": "true"}
+                       "context_mode": "raw"}
     assert all(isinstance(v, str) for v in job.env.values())
     assert job.labels == {"workflow_id": "wf1", "run_id": RUN, "step_id": "fetch",
                           "_source": "workflow", "region": "eu"}
@@ -474,19 +474,6 @@ def test_transforms_chain_within_one_call():
     [job] = engine.start(run, wf, NOW).jobs
     assert run.steps["t1"].output == {"double": 8}
     assert job.step_id == "w" and job.input == {"label": "n=8"}
-
-
-@pytest.mark.parametrize("fields", [
-    {"type": "parallel"}, {"type": "loop"}, {"type": "subworkflow"},
-    {"type": "worker", "for_each": "input.items"},
-])
-def test_part_two_kinds_fail_as_unsupported(fields: dict[str, Any]):
-    wf = workflow({"a": fields})
-    run = new_run({"items": [1]})
-    effects = engine.start(run, wf, NOW)
-    assert effects.jobs == []
-    assert error_code(run, "a") == "step_type_unsupported"
-    assert run.status == RunStatus.FAILED
 
 
 def test_unknown_types_run_as_worker_jobs():

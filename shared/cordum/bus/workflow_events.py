@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 VERSION = 1
-KINDS = frozenset({"start", "job", "timer", "cancel"})
+KINDS = frozenset({"start", "job", "timer", "cancel", "child"})
 MAX_DELAY_S = 900
 """SQS's longest per-message delay: a timer further out waits in Redis for the tick."""
 
@@ -80,8 +80,8 @@ class RunEvent:
         if kind not in KINDS or not isinstance(run_id, str) or not run_id:
             raise InvalidRunEvent(f"bad kind or run id: {kind!r} {run_id!r}")
         job_id = doc.get("job_id", "")
-        if kind == "job" and (not isinstance(job_id, str) or not job_id):
-            raise InvalidRunEvent("a job event without a job id")
+        if kind in ("job", "child") and (not isinstance(job_id, str) or not job_id):
+            raise InvalidRunEvent(f"a {kind} event without a job or child run id")
         due = doc.get("due", 0.0)
         return cls(kind, run_id, tenant=str(doc.get("tenant", "")), job_id=str(job_id),
                    due=float(due) if isinstance(due, int | float) else 0.0)

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 from cordum.store.jobs import OPEN_STATES, JobState
 from cordum.store.results import result_pointer
-from cordum.workflow.model import TERMINAL_RUN, RunStatus, StepRun, StepStatus, parse_time
+from cordum.workflow import composite, parallel, subworkflow
+from cordum.workflow.model import (
+    TERMINAL_RUN,
+    RunStatus,
+    StepRun,
+    StepStatus,
+    parse_time,
+    step_runs,
+)
 from cordum.workflow.status import (
     FATAL_STATE,
     OPEN,
@@ -25,6 +33,8 @@ from cordum.workflow.status import (
     error_owners,
     handler_fate,
     job_outcome,
+    kind_of,
+    owned_steps,
     readiness,
     recovery,
     run_status,
@@ -35,9 +45,9 @@ from cordum.workflow.steps import (
     StepJob,
     apply_result,
     delay_due,
-    fail,
     fire_delay,
     is_delay,
+    reset_lost_gates,
     utc,
 )
 
@@ -47,7 +57,8 @@ if TYPE_CHECKING:
     from cordum.workflow.definition import Workflow
     from cordum.workflow.model import TimelineEvent, WorkflowRun
 
-__all__ = ["Effects", "StepJob", "cancel", "on_job", "on_timer", "reconcile", "start"]
+__all__ = ["Effects", "StepJob", "cancel", "on_child", "on_job", "on_timer", "reconcile",
+           "start"]
 
 CANCEL_REASON = "workflow run cancelled"
 TIMEOUT_REASON = "workflow run timed out"
@@ -69,6 +80,10 @@ class Effects:
     None when the run waits on no clock (a terminal run never does)."""
     rollback: bool = False
     """The run failed because a step's job ended FAILED_FATAL: roll back its saga."""
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    """Child runs of subworkflow steps to store and start."""
+    cancel_runs: list[str] = field(default_factory=list)
+    """Child runs to cancel: their parent ended before them."""
 
 
 def start(run: WorkflowRun, wf: Workflow, now: datetime) -> Effects:
@@ -99,6 +114,25 @@ def on_job(run: WorkflowRun, wf: Workflow, step_path: str, job_id: str, state: s
     if _timed_out(a):
         return _effects(a)
     _apply(a, step_path, job_id, state, output, result_ptr, error)
+    _settle(a)
+    return _effects(a)
+
+
+def on_child(run: WorkflowRun, wf: Workflow, child_id: str, child: WorkflowRun | None,
+             now: datetime) -> Effects:
+    """The child run ``child_id`` of a subworkflow step ended (``child`` None: it was
+    never stored). Ignored unless a running step is waiting on exactly that run."""
+    a = Advance(run, wf, utc(now))
+    if run.status in TERMINAL_RUN or run.status == RunStatus.PENDING:
+        return _effects(a)
+    _ensure_steps(a)
+    if _timed_out(a):
+        return _effects(a)
+    for step_id, step in wf.steps.items():
+        sr = run.steps[step_id]
+        if sr.job_id == child_id and sr.status == StepStatus.RUNNING and (
+                child is None or child.status in TERMINAL_RUN):
+            subworkflow.child_ended(a, step, sr, child)
     _settle(a)
     return _effects(a)
 
@@ -140,51 +174,24 @@ def reconcile(run: WorkflowRun, wf: Workflow, jobs: Mapping[str, str],
     if run.status in TERMINAL_RUN:
         a = Advance(run, wf, utc(now))
         if run.status in (RunStatus.CANCELLED, RunStatus.TIMED_OUT):
-            for sr in run.steps.values():
+            for _, sr in step_runs(run):
                 if sr.job_id and jobs.get(sr.job_id) in OPEN_STATES:
                     a.cancels.append(sr.job_id)
+            a.cancel_runs.extend(subworkflow.child_runs(run, wf, open_only=False))
         return _effects(a)
     a = Advance(run, wf, utc(now))
     _ensure_steps(a)
     if _timed_out(a):
         return _effects(a)
-    for step_id in wf.steps:
-        sr = run.steps[step_id]
+    for path, sr in step_runs(run):
         state = jobs.get(sr.job_id, "") if sr.job_id else ""
         if sr.status in (StepStatus.RUNNING, StepStatus.WAITING) and job_outcome(state):
             ptr = result_pointer(sr.job_id) if state == JobState.SUCCEEDED else ""
-            _apply(a, step_id, sr.job_id, state, None, ptr, None)
-    _reset_lost_gates(a, jobs)
+            _apply(a, path, sr.job_id, state, None, ptr, None)
+    reset_lost_gates(a, jobs)
     _fire_delays(a)
     _settle(a)
     return _effects(a)
-
-
-GATE_LOST_S = 30.0
-"""An approval step whose gate job is still not stored this long after it was sent
-(per attempt) lost it: it is sent again (§8)."""
-GATE_TRIES = 3
-"""Gate jobs sent before the step fails with ``approval_gate_lost``."""
-
-
-def _reset_lost_gates(a: Advance, jobs: Mapping[str, str]) -> None:
-    for step_id, step in a.wf.steps.items():
-        sr = a.run.steps[step_id]
-        if (sr.status != StepStatus.WAITING or not sr.job_id or jobs.get(sr.job_id)
-                or (step.type or "").strip().lower() != "approval"):
-            continue
-        started = parse_time(sr.started_at) if sr.started_at else None
-        if started is None or (a.now - started).total_seconds() < GATE_LOST_S * sr.attempts:
-            continue
-        if sr.attempts >= GATE_TRIES:
-            fail(a, step, sr, StepStatus.FAILED,
-                 {"code": "approval_gate_lost", "job_id": sr.job_id,
-                  "message": f"the approval gate job was not stored after {sr.attempts} tries"})
-            continue
-        a.note("step_gate_reset", step_id, job_id=sr.job_id, status=StepStatus.PENDING,
-               message="approval gate job not found; sending it again")
-        sr.status = StepStatus.PENDING
-        sr.job_id = ""
 
 
 def _fire_delays(a: Advance) -> None:
@@ -196,8 +203,14 @@ def _fire_delays(a: Advance) -> None:
 
 def _apply(a: Advance, step_path: str, job_id: str, state: str, output: Any,
            result_ptr: str, error: dict[str, Any] | None) -> None:
-    sr = a.run.steps.get(step_path)
-    step = a.wf.steps.get(step_path)
+    sr, step = a.run.steps.get(step_path), a.wf.steps.get(step_path)
+    found = composite.parent_of(step_path) if sr is None else None
+    if found is not None:  # a for_each item or a loop iteration: its parent's child
+        parent_sr, parent = a.run.steps.get(found[0]), a.wf.steps.get(found[0])
+        if parent_sr is None or parent is None or parent_sr.status != StepStatus.RUNNING:
+            return
+        sr = (parent_sr.children or {}).get(step_path)
+        step = composite.body_of(a.wf, parent)
     if sr is None or step is None or not job_id or sr.job_id != job_id:
         return
     if sr.status not in (StepStatus.RUNNING, StepStatus.WAITING):
@@ -210,12 +223,18 @@ def _settle(a: Advance) -> None:
     then brings the run's status up to date."""
     run, wf = a.run, a.wf
     owners = error_owners(wf)
+    owned = owned_steps(wf)
     changed = True
     while changed:
         changed = False
         for step_id, step in wf.steps.items():
             sr = run.steps[step_id]
-            if sr.status != StepStatus.PENDING:
+            if sr.status == StepStatus.RUNNING and composite.is_composite(step):
+                drive = (parallel.drive_parallel if kind_of(step) == "parallel"
+                         and not step.for_each else composite.drive)
+                changed = drive(a, step, sr, begin) or changed
+                continue
+            if sr.status != StepStatus.PENDING or step_id in owned:
                 continue
             if sr.next_attempt_at and parse_time(sr.next_attempt_at) > a.now:
                 continue  # a retry backing off
@@ -251,17 +270,23 @@ def _close(a: Advance, status: RunStatus, error: dict[str, Any] | None, reason: 
     """Ends the run: open steps are cancelled (timed out, for a timeout) and their jobs
     with them; error handlers never needed and steps never reached are skipped."""
     run = a.run
+    owned = owned_steps(a.wf)
+    a.cancel_runs.extend(subworkflow.child_runs(run, a.wf, open_only=True))
+    ended = StepStatus.TIMED_OUT if status == RunStatus.TIMED_OUT else StepStatus.CANCELLED
     for step_id in a.wf.steps:
         sr = run.steps[step_id]
         if sr.status not in OPEN:
             continue
+        composite.close_children(sr, ended, a.stamp, a.cancels)
         if sr.status == StepStatus.PENDING and status not in (RunStatus.CANCELLED,
                                                               RunStatus.TIMED_OUT):
             sr.status = StepStatus.SKIPPED
-            sr.skip_reason = ("error handler not needed" if status == RunStatus.SUCCEEDED
+            sr.skip_reason = (f"run by {owned[step_id]}" if step_id in owned
+                              else "error handler not needed" if status == RunStatus.SUCCEEDED
                               else f"run {status}")
         else:
-            if sr.job_id and sr.status in (StepStatus.RUNNING, StepStatus.WAITING):
+            if (sr.job_id and sr.status in (StepStatus.RUNNING, StepStatus.WAITING)
+                    and kind_of(a.wf.steps[step_id]) != "subworkflow"):
                 a.cancels.append(sr.job_id)
             sr.status = (StepStatus.TIMED_OUT if status == RunStatus.TIMED_OUT
                          else StepStatus.CANCELLED)
@@ -328,7 +353,8 @@ def _effects(a: Advance) -> Effects:
         run.updated_at = a.stamp
     return Effects(jobs=a.jobs, cancels=list(dict.fromkeys(a.cancels)), alerts=a.alerts,
                    timeline=a.timeline, timer_at=timer_at(run, a.wf),
-                   rollback=_ended_fatally(a))
+                   rollback=_ended_fatally(a), runs=a.runs,
+                   cancel_runs=list(dict.fromkeys(a.cancel_runs)))
 
 
 def _ended_fatally(a: Advance) -> bool:
@@ -345,7 +371,23 @@ def timer_at(run: WorkflowRun, wf: Workflow) -> float | None:
     deadline = _deadline(run, wf)
     if deadline is not None:
         times.append(deadline)
-    for sr in run.steps.values():
+    for _, sr in step_runs(run):
         if sr.next_attempt_at and sr.status in (StepStatus.PENDING, StepStatus.RUNNING):
             times.append(parse_time(sr.next_attempt_at))
     return min(times).timestamp() if times else None
+
+
+def merged(effects: list[Effects]) -> Effects:
+    """Several engine calls on one run in one event, as one set of effects (the last
+    call's timer and the run as it now stands)."""
+    out = Effects()
+    for e in effects:
+        out.jobs += e.jobs
+        out.cancels += [c for c in e.cancels if c not in out.cancels]
+        out.alerts += e.alerts
+        out.timeline += e.timeline
+        out.runs += e.runs
+        out.cancel_runs += [r for r in e.cancel_runs if r not in out.cancel_runs]
+        out.rollback = out.rollback or e.rollback
+        out.timer_at = e.timer_at
+    return out

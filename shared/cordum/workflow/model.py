@@ -9,6 +9,7 @@ Times in run, step and timeline JSON are RFC 3339 UTC strings ending in ``Z``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -41,6 +42,10 @@ class StepStatus(StrEnum):
 TERMINAL_RUN = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.DENIED,
                           RunStatus.CANCELLED, RunStatus.TIMED_OUT})
 OPEN_RUN = frozenset(s for s in RunStatus if s not in TERMINAL_RUN)
+
+
+GATE_WAITING = "waiting"
+GATE_PASSED = "passed"
 
 
 def format_time(instant: datetime) -> str:
@@ -77,9 +82,13 @@ class StepRun:
     resolved_items: list[Any] | None = None
     """The for_each items, evaluated once."""
     skip_reason: str = ""
+    gate: str = ""
+    """A ``policy_gate: require_approval`` step's gate: "", ``waiting`` or ``passed``."""
 
     def to_json(self) -> dict[str, Any]:
         out = _fields_of(self)
+        if not self.gate:
+            del out["gate"]
         if self.children is not None:
             out["children"] = {k: c.to_json() for k, c in self.children.items()}
         return out
@@ -147,6 +156,14 @@ class WorkflowRun:
         kw["steps"] = {k: StepRun.from_json(s) for k, s in (kw.get("steps") or {}).items()}
         kw["context"] = kw.get("context") or _empty_context()
         return cls(**kw)
+
+
+def step_runs(run: WorkflowRun) -> Iterator[tuple[str, StepRun]]:
+    """Every step's state with its path: the steps, then each for_each item and loop
+    iteration (``<step>[i]``) under its parent."""
+    for step_id, sr in run.steps.items():
+        yield step_id, sr
+        yield from (sr.children or {}).items()
 
 
 @dataclass(slots=True)

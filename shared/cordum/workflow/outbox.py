@@ -25,13 +25,18 @@ from cordum import protocol
 from cordum.bus.workflow_events import MAX_DELAY_S, RunEvent
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
     from cordum.bus.workflow_events import RunEventSink
     from cordum.scheduler.ports import DurablePublisher
     from cordum.workflow.definition import Step
     from cordum.workflow.engine import Effects, StepJob
     from cordum.workflow.model import WorkflowRun
+
+    Spawn = Callable[[WorkflowRun, dict[str, Any]], Awaitable[None]]
+    """Stores and starts a subworkflow step's child run."""
+    Tell = Callable[[RunEvent], Awaitable[None]]
+    """Sends an event to another run."""
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +53,15 @@ def to_outbox(effects: Effects, *, timer_at: float | None,
     out: list[dict[str, Any]] = []
     for job in effects.jobs:
         doc = job_doc(job)
-        step = (steps or {}).get(job.step_id)
+        step = (steps or {}).get(job.definition_step or job.step_id)
         if step is not None and step.compensation is not None and job.kind == "job":
             doc["compensation"] = {"topic": step.compensation.topic,
                                    "input": step.compensation.input}
         out.append({"job": doc})
     out += [{"cancel": job_id} for job_id in effects.cancels]
     out += [{"alert": alert} for alert in effects.alerts]
+    out += [{"run": spec} for spec in effects.runs]
+    out += [{"cancel_run": run_id} for run_id in effects.cancel_runs]
     if timer_at is not None:
         out.append({"timer": timer_at})
     return out
@@ -136,9 +143,12 @@ def alert_message(alert: dict[str, Any]) -> protocol.SystemAlert:
 class OutboxRunner:
     """Carries out a run's outbox: NATS publishes and timer messages."""
 
-    def __init__(self, publisher: DurablePublisher, events: RunEventSink | None) -> None:
+    def __init__(self, publisher: DurablePublisher, events: RunEventSink | None, *,
+                 spawn: Spawn | None = None, tell: Tell | None = None) -> None:
         self._publisher = publisher
         self._events = events
+        self._spawn = spawn
+        self._tell = tell
 
     async def perform(self, run: WorkflowRun, outbox: list[dict[str, Any]]) -> None:
         """Every entry, in order; a failed publish raises (the outbox stays for a retry)."""
@@ -167,6 +177,13 @@ class OutboxRunner:
                     log.warning("run %s: notify alert not published: %s", run.id, exc)
             elif "timer" in entry:
                 await self._queue_timer(run, float(entry["timer"]))
+            elif "run" in entry and self._spawn is not None:
+                await self._spawn(run, entry["run"])
+            elif "cancel_run" in entry and self._tell is not None:
+                await self._tell(RunEvent("cancel", str(entry["cancel_run"]), tenant=run.org_id))
+            elif "parent" in entry and self._tell is not None:
+                await self._tell(RunEvent("child", str(entry["parent"]), tenant=run.org_id,
+                                          job_id=run.id))
 
     async def _queue_timer(self, run: WorkflowRun, fire_at: float) -> None:
         delay = fire_at - time.time()

@@ -19,24 +19,32 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from cordum.bus.workflow_events import RunEvent
 from cordum.scheduler.errors import RetryAfter
 from cordum.store.errors import LockBusy, StoreError
 from cordum.store.jobs import meta_key
-from cordum.workflow import engine
+from cordum.workflow import engine, subworkflow
+from cordum.workflow.definition_store import DefinitionStore
 from cordum.workflow.errors import RunNotCancellable, RunNotFound
 from cordum.workflow.keys import outbox_key
-from cordum.workflow.model import OPEN_RUN
+from cordum.workflow.model import (
+    OPEN_RUN,
+    TERMINAL_RUN,
+    RunStatus,
+    WorkflowRun,
+    format_time,
+    step_runs,
+)
 from cordum.workflow.outbox import OutboxRunner, contexts_of, to_outbox
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from cordum.bus.workflow_events import RunEvent, RunEventSink
+    from cordum.bus.workflow_events import RunEventSink
     from cordum.scheduler.ports import DurablePublisher
     from cordum.store.locks import Lease
     from cordum.workflow.definition import Workflow
     from cordum.workflow.engine import Effects
-    from cordum.workflow.model import WorkflowRun
     from cordum.workflow.store import LockedRun, StoredJobEnd, WorkflowStore
 
 log = logging.getLogger(__name__)
@@ -61,12 +69,11 @@ class WorkflowRunner:
         self.store = store
         self._redis = redis
         self._events = events
-        self._outbox = OutboxRunner(publisher, events)
+        self._outbox = OutboxRunner(publisher, events, spawn=self._spawn, tell=self._tell)
+        self._definitions = DefinitionStore(redis)
 
     async def announce_start(self, run: WorkflowRun) -> None:
         """Queue the run's start (or, with no queue configured, apply it at once)."""
-        from cordum.bus.workflow_events import RunEvent
-
         event = RunEvent("start", run.id, tenant=run.org_id)
         if self._events is None:
             await self.apply(event)
@@ -90,6 +97,8 @@ class WorkflowRunner:
         """Apply a queued event; returns what happened (for the log). Raises
         ``RetryAfter`` when it must be delivered again (lock busy, store down)."""
         run_id, job = event.run_id, None
+        if event.kind == "child":
+            job = ("", event.job_id)
         if event.kind == "job":
             # ``<run>:<step path>@<attempt>``: the engine applies it only to the step
             # whose job it is (the same id), with the state the job store holds.
@@ -132,6 +141,10 @@ class WorkflowRunner:
         timer_at = effects.timer_at
         outbox = to_outbox(effects, timer_at=timer_at if timer_at != timer_before else None,
                            steps=wf.steps)
+        parent = (run.metadata or {}).get(subworkflow.PARENT_RUN)
+        if parent and any(e.type == "run_status" and e.status in TERMINAL_RUN
+                          for e in effects.timeline):
+            outbox.append({"parent": str(parent)})  # the parent's step waits on this run
         step_jobs = [entry["job"] for entry in outbox if "job" in entry]
         await self.store.save(
             run, timeline=effects.timeline, outbox=outbox or None,
@@ -161,18 +174,67 @@ class WorkflowRunner:
                 return None
             return engine.on_job(run, wf, step_path, job_id, state, output=output,
                                  result_ptr=result_ptr, error=error, now=now)
+        if kind == "child" and job is not None:
+            child = await self.store.get_run(run.org_id, job[1])
+            return engine.on_child(run, wf, job[1], child, now)
         if kind == "reconcile":
             if run.status == "pending":
                 started = _parse_time(run.created_at)
                 if started is None or (now - started).total_seconds() >= stale_start_s:
                     return engine.start(run, wf, now)  # its start event was lost
                 return None
-            return engine.reconcile(run, wf, await self._job_states(run), now)
+            ends = [engine.on_child(run, wf, child_id, child, now)
+                    for child_id, child in await self._ended_children(run, wf)]
+            return engine.merged([*ends, engine.reconcile(run, wf, await self._job_states(run),
+                                                          now)])
         return None
+
+    async def _ended_children(self, run: WorkflowRun, wf: Workflow,
+                              ) -> list[tuple[str, WorkflowRun | None]]:
+        """Child runs of running subworkflow steps that ended (or were never stored) and
+        whose end never reached this run."""
+        if run.status not in OPEN_RUN:
+            return []
+        out = []
+        for child_id in subworkflow.child_runs(run, wf, open_only=True):
+            child = await self.store.get_run(run.org_id, child_id)
+            if child is None or child.status not in OPEN_RUN:
+                out.append((child_id, child))
+        return out
+
+    async def _spawn(self, parent: WorkflowRun, spec: dict[str, Any]) -> None:
+        """Stores a subworkflow step's child run and queues its start. Its id is the same
+        for the same step attempt, so a repeated outbox finds the run it made. A missing
+        definition is told to the parent, whose step then fails."""
+        child_id = str(spec["run_id"])
+        wf = await self._definitions.get_definition(parent.org_id, str(spec["workflow_id"]))
+        if wf is None:
+            await self._tell(RunEvent("child", parent.id, tenant=parent.org_id,
+                                      job_id=child_id))
+            return
+        stamp = format_time(utcnow())
+        child = WorkflowRun(
+            id=child_id, workflow_id=wf.id, org_id=parent.org_id, team_id=parent.team_id,
+            input=spec.get("input"), status=RunStatus.PENDING, started_at=stamp,
+            created_at=stamp, updated_at=stamp, triggered_by=parent.triggered_by,
+            metadata=dict(spec.get("metadata") or {}), dry_run=bool(spec.get("dry_run")),
+            labels={"parent_run_id": parent.id, **({"dry_run": "true"}
+                                                   if spec.get("dry_run") else {})})
+        _, created = await self.store.create_run(
+            child, wf, idempotency_key=f"subworkflow:{child_id}", body_hash=child_id,
+            max_active=0)
+        if created:
+            await self.announce_start(child)
+
+    async def _tell(self, event: RunEvent) -> None:
+        """An event for another run (a child's end, a parent's cancel). With no queue it
+        is left to the reconciler: applying it here could wait on a lock this call holds."""
+        if self._events is not None:
+            await self._events.send(event)
 
     async def _job_states(self, run: WorkflowRun) -> Mapping[str, str]:
         """Stored states of the jobs of the run's open steps ('' for a job not stored)."""
-        job_ids = [s.job_id for s in run.steps.values()
+        job_ids = [s.job_id for _, s in step_runs(run)
                    if s.job_id and s.status in ("running", "waiting")]
         if not job_ids:
             return {}

@@ -164,6 +164,44 @@ def readiness(step: Step, run: WorkflowRun, wf: Workflow,
     return READY
 
 
+def kind_of(step: Step) -> str:
+    return (step.type or "worker").strip().lower()
+
+
+def owned_steps(wf: Workflow) -> dict[str, str]:
+    """Step id -> the parallel or loop step that runs it (never scheduled on its own)."""
+    owned: dict[str, str] = {}
+    for step_id, step in wf.steps.items():
+        kind = kind_of(step)
+        if kind == "parallel":
+            ids, _ = parallel_ids(step)
+            for child in ids:
+                if child != step_id and child in wf.steps:
+                    owned.setdefault(child, step_id)
+        elif kind == "loop":
+            body = body_id(step)
+            if body and body != step_id and body in wf.steps:
+                owned.setdefault(body, step_id)
+    return owned
+
+
+def body_id(step: Step) -> str:
+    spec = step.input or {}
+    value = spec.get("body_step", spec.get("body"))
+    return value.strip() if isinstance(value, str) else ""
+
+
+def parallel_ids(step: Step) -> tuple[list[str], str]:
+    raw = (step.input or {}).get("steps")
+    if isinstance(raw, str):
+        return [p.strip() for p in raw.split(",") if p.strip()], ""
+    if isinstance(raw, list) and all(isinstance(p, str) for p in raw):
+        return [p.strip() for p in raw if p.strip()], ""
+    if raw is None:
+        return [], ""
+    return [], "parallel input.steps must be a list of step ids or a comma-separated string"
+
+
 def counted(step_id: str, run: WorkflowRun, owners: dict[str, list[str]]) -> bool:
     """Steps the run waits for: all but the error handlers nothing has started."""
     if step_id not in owners:
@@ -177,7 +215,8 @@ def run_status(run: WorkflowRun, wf: Workflow) -> RunStatus:
     timed out -> timed_out; a waiting step -> waiting; every counted step done ->
     succeeded; else running."""
     owners = error_owners(wf)
-    ids = [sid for sid in wf.steps if counted(sid, run, owners)]
+    owned = owned_steps(wf)
+    ids = [sid for sid in wf.steps if counted(sid, run, owners) and sid not in owned]
     statuses = {sid: _status(run, sid) for sid in ids}
 
     def unrecovered(status: StepStatus) -> bool:
@@ -206,9 +245,10 @@ def deciding_step(run: WorkflowRun, wf: Workflow, status: RunStatus) -> str:
               RunStatus.DENIED: {StepStatus.DENIED},
               RunStatus.TIMED_OUT: {StepStatus.TIMED_OUT}}.get(status, set())
     owners = error_owners(wf)
+    owned = owned_steps(wf)
     for sid in wf.steps:
         step_status = _status(run, sid)
-        if step_status not in wanted or not counted(sid, run, owners):
+        if step_status not in wanted or not counted(sid, run, owners) or sid in owned:
             continue
         if step_status is StepStatus.CANCELLED and branch_not_taken(run, sid):
             continue

@@ -2,10 +2,10 @@
 
 A worker step (and any type this engine does not know) and an approval gate become a
 job for the caller to publish; condition, transform and notify steps finish at once;
-a delay waits on a timer; a storage step reads or writes the run context at once. Part 2
-kinds (for_each, parallel, switch, loop, subworkflow) fail with ``step_type_unsupported``
-until the engine learns them. How a step
-ends is :mod:`cordum.workflow.steps`.
+a delay waits on a timer; a storage step reads or writes the run context at once; a
+switch picks a branch. Steps made of steps (for_each, parallel, loop) are
+:mod:`cordum.workflow.composite`, a child run :mod:`cordum.workflow.subworkflow`. How a
+step ends is :mod:`cordum.workflow.steps`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,18 @@ import json
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from cordum.workflow import expressions
-from cordum.workflow.model import StepStatus, format_time, parse_time
-from cordum.workflow.status import BRANCH_NOT_TAKEN
-from cordum.workflow.steps import StepJob, complete, fail, fire_delay, job_id, schema_problem
+from cordum.workflow import composite, expressions, parallel, subworkflow
+from cordum.workflow.model import GATE_PASSED, GATE_WAITING, StepStatus, format_time, parse_time
+from cordum.workflow.steps import (
+    StepJob,
+    complete,
+    fail,
+    fire_delay,
+    is_child,
+    job_id,
+    schema_problem,
+)
+from cordum.workflow.switch import switch_step
 
 if TYPE_CHECKING:
     from cordum.workflow.definition import Step
@@ -27,7 +35,9 @@ if TYPE_CHECKING:
 APPROVAL_GATE_TOPIC = "job.cordum.approval-gate"
 """The gate topic workflow approvals use (one of ``scheduler.jobhash.APPROVAL_GATE_TOPICS``)."""
 SOURCE_LABEL = "workflow"
-UNSUPPORTED_KINDS = frozenset({"parallel", "loop", "subworkflow"})
+COMPOSITE_KINDS = {"parallel": parallel.begin_parallel, "loop": composite.begin_loop}
+NOT_CHILD_KINDS = frozenset({"condition", "switch", "parallel", "loop", "subworkflow", "delay"})
+"""Kinds a for_each item or a loop iteration cannot be."""
 STORAGE_OPERATIONS = ("read", "write", "delete")
 ENGINE_CONTEXT_KEY = "steps"
 """The part of the run context the engine writes (step outputs): storage steps keep off."""
@@ -36,24 +46,38 @@ NOTIFY_SOURCE = "workflow-engine"
 
 
 def begin(a: Advance, step: Step, sr: StepRun) -> None:
-    """Starts a pending step whose dependencies are satisfied (or an activated handler)."""
+    """Starts a pending step whose dependencies are satisfied (or an activated handler,
+    a parallel's child, a for_each item or a loop iteration)."""
     sr.attempts += 1
     sr.started_at = sr.started_at or a.stamp
     sr.next_attempt_at = None
     kind = (step.type or "worker").strip().lower()
-    if step.for_each or kind in UNSUPPORTED_KINDS:
-        what = "for_each" if step.for_each else f"type {kind!r}"
-        fail(a, step, sr, StepStatus.FAILED,
-             {"code": "step_type_unsupported", "message": f"step {what} is not supported yet"})
-        return
-    if kind == "condition":
-        _condition_step(a, step, sr)
-        return
-    if kind == "switch":
-        _switch_step(a, step, sr)
-        return
-    if step.condition and not _gate(a, step, sr):
-        return
+    if is_child(step, sr):
+        if kind in NOT_CHILD_KINDS:
+            fail(a, step, sr, StepStatus.FAILED, {
+                "code": "step_type_unsupported",
+                "message": f"a {kind} step cannot run as a for_each item or loop iteration"})
+            return
+    else:
+        if kind == "condition":
+            _condition_step(a, step, sr)
+            return
+        if kind == "switch":
+            switch_step(a, step, sr)
+            return
+        if step.condition and not _gate(a, step, sr):
+            return
+        if not _policy_gate(a, step, sr, kind):
+            return
+        if step.for_each:
+            composite.begin_for_each(a, step, sr, begin)
+            return
+        if kind in COMPOSITE_KINDS:
+            COMPOSITE_KINDS[kind](a, step, sr, begin)
+            return
+        if kind == "subworkflow":
+            subworkflow.begin_subworkflow(a, step, sr)
+            return
     if kind == "delay":
         _delay_step(a, step, sr)
         return
@@ -72,64 +96,26 @@ def begin(a: Advance, step: Step, sr: StepRun) -> None:
         _dispatch(a, step, sr, payload, approval=False)
 
 
-def _switch_step(a: Advance, step: Step, sr: StepRun) -> None:
-    """``condition`` is the value; ``input.cases`` a list of ``{when|match|value: literal,
-    next|step|target: step id}`` or a map literal -> step id; ``input.default`` (or
-    ``default_step``) the fallback. The chosen step runs on; every other case target
-    is cancelled as a branch not taken, which counts as complete."""
-    spec = step.input or {}
-    try:
-        value = expressions.evaluate(step.condition, a.scope()) if step.condition else None
-    except expressions.ExpressionError as exc:
-        fail(a, step, sr, StepStatus.FAILED, {"code": "switch_invalid", "message": str(exc)})
-        return
-    cases = _switch_cases(spec.get("cases"))
-    default = str(spec.get("default") or spec.get("default_step") or "")
-    matched = next((i for i, (when, _) in enumerate(cases) if _same_value(when, value)), None)
-    target = cases[matched][1] if matched is not None else default
-    targets = {t for _, t in cases} | ({default} if default else set())
-    unknown = sorted(t for t in targets if t not in a.wf.steps)
-    if unknown:
-        fail(a, step, sr, StepStatus.FAILED,
-             {"code": "switch_invalid", "message": f"unknown target step(s): {unknown}"})
-        return
-    a.note("step_switch_evaluated", step.id, status=StepStatus.SUCCEEDED,
-           message=f"target {target or 'none'}",
-           data={"value": value, "target_step": target})
-    for other in sorted(targets - {target}):
-        branch = a.run.steps.get(other)
-        if branch is not None and branch.status == StepStatus.PENDING:
-            branch.status = StepStatus.CANCELLED
-            branch.completed_at = a.stamp
-            branch.error = {"reason": BRANCH_NOT_TAKEN, "code": BRANCH_NOT_TAKEN,
-                            "message": f"switch {step.id} chose {target or 'no branch'}"}
-            a.note("step_cancelled", other, status=StepStatus.CANCELLED,
-                   message=branch.error["message"], data={"error": branch.error})
-    complete(a, step, sr, {"matched_case": matched, "matched_value": value,
-                           "target_step": target})
-
-
-def _switch_cases(raw: Any) -> list[tuple[Any, str]]:
-    if isinstance(raw, dict):
-        return [(when, str(target)) for when, target in raw.items()]
-    out: list[tuple[Any, str]] = []
-    for case in raw if isinstance(raw, list) else []:
-        if not isinstance(case, dict):
-            continue
-        when = next((case[k] for k in ("when", "match", "value") if k in case), None)
-        target = next((case[k] for k in ("next", "step", "target") if k in case), "")
-        if target:
-            out.append((when, str(target)))
-    return out
-
-
-def _same_value(when: Any, value: Any) -> bool:
-    """A case's literal against the switch value (a map's keys are text: compared as text)."""
-    if when == value and type(when) is type(value):
+def _policy_gate(a: Advance, step: Step, sr: StepRun, kind: str) -> bool:
+    """A step's ``policy_gate``: ``deny`` refuses it; ``require_approval`` first sends an
+    approval gate (once: a retry is not asked again) and starts the step when it is
+    granted. True when the step may start now."""
+    if step.policy_gate == "deny":
+        fail(a, step, sr, StepStatus.DENIED, {"code": "policy_gate_denied",
+                                              "message": "the step's policy_gate is deny"},
+             event="step_rejected")
+        return False
+    if (step.policy_gate != "require_approval" or kind == "approval" or sr.gate == GATE_PASSED
+            or a.run.dry_run):
         return True
-    if isinstance(when, str) and not isinstance(value, str) and value is not None:
-        text = json.dumps(value) if not isinstance(value, bool) else str(value).lower()
-        return when == text
+    try:
+        decision = (None if step.input is None
+                    else expressions.render(step.input, a.scope()))
+    except expressions.ExpressionError:
+        decision = None
+    sr.gate = GATE_WAITING
+    _dispatch(a, step, sr, {"policy_gate": "require_approval", "step_type": kind,
+                            "input": decision}, approval=True)
     return False
 
 
@@ -189,6 +175,8 @@ def _payload(a: Advance, step: Step, sr: StepRun) -> Any:
     if error is not None:
         payload = ({**payload, "error": error} if isinstance(payload, dict)
                    else {"input": payload, "error": error})
+    if a.extra and isinstance(payload, dict):  # a for_each item, a loop iteration
+        payload = {**{k: _copy(v) for k, v in a.extra.items()}, **payload}
     if step.input_schema:
         problem = schema_problem(payload, step.input_schema)
         if problem:
@@ -247,7 +235,7 @@ def _delay_step(a: Advance, step: Step, sr: StepRun) -> None:
     sr.next_attempt_at = format_time(due)
     a.note("step_delay_started", step.id, status=sr.status, message=sr.next_attempt_at,
            data={"fires_at": sr.next_attempt_at})
-    if due <= a.now:
+    if due <= a.now or a.run.dry_run:
         fire_delay(a, step, sr)
 
 
@@ -272,43 +260,67 @@ def _notify_step(a: Advance, step: Step, sr: StepRun, payload: Any) -> None:
 
 
 def _dispatch(a: Advance, step: Step, sr: StepRun, payload: Any, *, approval: bool) -> None:
-    """The step's job goes out; the step is stored running (a gate: waiting) with it."""
+    """The step's job goes out; the step is stored running (a gate: waiting) with it. In
+    a dry run nothing goes out: the step succeeds with the job it would have sent."""
     run, wf = a.run, a.wf
-    jid = job_id(run.id, step.id, sr.attempts)
-    env = {"workflow_id": wf.id, "run_id": run.id, "step_id": step.id,
+    path = sr.step_id
+    jid = job_id(run.id, path, sr.attempts)
+    env = {"workflow_id": wf.id, "run_id": run.id, "step_id": path,
            "tenant_id": run.org_id, "team_id": run.team_id or "",
            "memory_id": f"run:{run.id}", "context_mode": "raw"}
-    if run.dry_run:
-        env["dry_run"] = "true"
+    env.update(_child_env(a, path))
     labels = _route_labels(a, step)
-    labels.update({"workflow_id": wf.id, "run_id": run.id, "step_id": step.id,
+    labels.update({"workflow_id": wf.id, "run_id": run.id, "step_id": path,
                    "_source": SOURCE_LABEL})
+    if run.dry_run:
+        env["dry_run"] = labels["dry_run"] = "true"
     if approval:
         labels["gate_type"] = "workflow_approval"
         body: Any = {"kind": "workflow_approval_context", "version": 1, "workflow": {
             "workflow_id": wf.id, "workflow_name": wf.name, "run_id": run.id,
-            "step_id": step.id, "step_name": step.name, "requested_at": a.stamp,
+            "step_id": path, "step_name": step.name, "requested_at": a.stamp,
             "triggered_by": run.triggered_by, "tenant_id": run.org_id,
             "team_id": run.team_id or ""}, "decision": payload}
-        key = f"wf:{run.id}:{step.id}:{sr.attempts}:approval"
+        key = f"wf:{run.id}:{path}:{sr.attempts}:approval"
     else:
         body = payload
-        key = f"wf:{run.id}:{step.id}:{sr.attempts}"
-    a.jobs.append(StepJob(
-        job_id=jid, step_id=step.id,
+        key = f"wf:{run.id}:{path}:{sr.attempts}"
+    job = StepJob(
+        job_id=jid, step_id=path,
         topic=APPROVAL_GATE_TOPIC if approval else (step.topic or f"job.workflow.{wf.id}"),
         input=body, env=env, labels=labels,
         priority="interactive" if approval else "batch",
         deadline_ms=max(step.timeout_sec, 0) * 1000, idempotency_key=key, meta=step.meta,
-        kind="approval" if approval else "job"))
+        kind="approval" if approval else "job", definition_step=step.id)
     sr.job_id = jid
     sr.error = None
+    if run.dry_run:
+        a.note("step_dispatched", path, job_id=jid, status=StepStatus.RUNNING,
+               message="dry run: not dispatched",
+               data={"attempt": sr.attempts, "topic": job.topic, "dry_run": True})
+        complete(a, step, sr, {"dry_run": True, "job_id": jid, "topic": job.topic,
+                               "input": body}, message="dry run")
+        return
+    a.jobs.append(job)
     sr.status = StepStatus.WAITING if approval else StepStatus.RUNNING
-    a.note("step_dispatched", step.id, job_id=jid, status=sr.status,
-           data={"attempt": sr.attempts, "topic": a.jobs[-1].topic})
+    a.note("step_dispatched", path, job_id=jid, status=sr.status,
+           data={"attempt": sr.attempts, "topic": job.topic})
     if approval:
-        a.note("step_waiting", step.id, job_id=jid, status=sr.status,
+        a.note("step_waiting", path, job_id=jid, status=sr.status,
                message="waiting for approval")
+
+
+def _child_env(a: Advance, path: str) -> dict[str, str]:
+    """A for_each item's ``foreach_index`` / ``foreach_item``, a loop iteration's
+    ``loop_index`` / ``loop_iteration`` / ``loop_previous_output``."""
+    found = composite.parent_of(path)
+    if found is None:
+        return {}
+    if "item" in a.extra:
+        return composite.item_env(found[1], a.extra["item"])
+    loop = a.extra.get("loop") or {}
+    return {"loop_index": str(found[1]), "loop_iteration": str(found[1] + 1),
+            "loop_previous_output": _text(loop.get("previous_output"))}
 
 
 def _route_labels(a: Advance, step: Step) -> dict[str, str]:

@@ -14,11 +14,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from cordum.workflow.model import StepStatus, TimelineEvent, format_time, parse_time
+from cordum.workflow.model import (
+    GATE_PASSED,
+    GATE_WAITING,
+    StepStatus,
+    TimelineEvent,
+    format_time,
+    parse_time,
+)
 from cordum.workflow.retry import StepRetryPolicy
 from cordum.workflow.status import RECOVERABLE, job_outcome
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from cordum.workflow.definition import Step, StepMeta, Workflow
     from cordum.workflow.model import StepRun, WorkflowRun
 
@@ -50,6 +59,8 @@ class StepJob:
     meta: StepMeta | None = None
     kind: str = "job"
     """``job`` for a worker step, ``approval`` for a gate."""
+    definition_step: str = ""
+    """The definition's step the job runs (``step_id`` is its path: ``s[2]`` for an item)."""
 
 
 @dataclass(slots=True)
@@ -64,6 +75,12 @@ class Advance:
     cancels: list[str] = field(default_factory=list)
     alerts: list[dict[str, Any]] = field(default_factory=list)
     timeline: list[TimelineEvent] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    """Child runs a subworkflow step asks for (see :mod:`cordum.workflow.subworkflow`)."""
+    cancel_runs: list[str] = field(default_factory=list)
+    """Child runs to cancel (their parent ended first)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Names a child step sees besides the run's (``item``, ``loop``)."""
 
     @property
     def stamp(self) -> str:
@@ -80,20 +97,30 @@ class Advance:
     def scope(self) -> dict[str, Any]:
         """What templates and conditions see (§4)."""
         ctx = self.run.context
-        return {"input": self.run.input, "ctx": ctx, "steps": ctx.setdefault("steps", {})}
+        return {"input": self.run.input, "ctx": ctx, "steps": ctx.setdefault("steps", {}),
+                **self.extra}
 
 
-def job_id(run_id: str, step_id: str, attempt: int) -> str:
-    return f"{run_id}:{step_id}@{attempt}"
+def job_id(run_id: str, step_path: str, attempt: int) -> str:
+    """``<run>:<step>@<attempt>``; a for_each or loop child's path is ``<step>[i]``."""
+    return f"{run_id}:{step_path}@{attempt}"
+
+
+def is_child(step: Step, sr: StepRun) -> bool:
+    """A for_each item or a loop iteration: its state lives under its parent's
+    ``children``, never in the run context, and it has no ``on_error`` of its own."""
+    return sr.step_id != step.id
 
 
 def complete(a: Advance, step: Step, sr: StepRun, output: Any, result_ptr: str = "", *,
              event: str = "step_completed", message: str = "") -> None:
     """A step succeeded: its result goes to ``context.steps.<id>`` and ``output_path``."""
+    if step.result_data_path and output is not None:
+        output = _get_path(output, step.result_data_path)
     if step.output_schema and output is not None:
         problem = schema_problem(output, step.output_schema)
         if problem:
-            a.note("step_output_invalid", step.id, job_id=sr.job_id, message=problem)
+            a.note("step_output_invalid", sr.step_id, job_id=sr.job_id, message=problem)
             fail(a, step, sr, StepStatus.FAILED,
                  {"code": "step_output_invalid", "message": problem}, event="")
             return
@@ -103,12 +130,18 @@ def complete(a: Advance, step: Step, sr: StepRun, output: Any, result_ptr: str =
     sr.next_attempt_at = None
     sr.error = None
     sr.output = inlined
-    a.scope()["steps"][step.id] = {"output": inlined, "result_ptr": result_ptr}
-    if step.output_path:
-        _set_path(a.run.context, step.output_path, inlined)
+    if not is_child(step, sr):
+        record_output(a, step, inlined, result_ptr)
     if event:
-        a.note(event, step.id, job_id=sr.job_id, status=sr.status, result_ptr=result_ptr,
+        a.note(event, sr.step_id, job_id=sr.job_id, status=sr.status, result_ptr=result_ptr,
                message=message)
+
+
+def record_output(a: Advance, step: Step, output: Any, result_ptr: str = "") -> None:
+    """A step's output into ``context.steps.<id>`` and its ``output_path``."""
+    a.scope()["steps"][step.id] = {"output": output, "result_ptr": result_ptr}
+    if step.output_path:
+        _set_path(a.run.context, step.output_path, output)
 
 
 def fail(a: Advance, step: Step, sr: StepRun, status: StepStatus, error: dict[str, Any], *,
@@ -119,10 +152,10 @@ def fail(a: Advance, step: Step, sr: StepRun, status: StepStatus, error: dict[st
     sr.next_attempt_at = None
     sr.error = error
     if event:
-        a.note(event, step.id, job_id=sr.job_id, status=status,
+        a.note(event, sr.step_id, job_id=sr.job_id, status=status,
                message=str(error.get("message", "")), data={"error": error})
     handler = step.on_error
-    if status not in RECOVERABLE or not handler or handler not in a.wf.steps:
+    if is_child(step, sr) or status not in RECOVERABLE or not handler or handler not in a.wf.steps:
         return
     target = a.run.steps.get(handler)
     if target is None or target.status != StepStatus.PENDING or target.attempts:
@@ -138,6 +171,9 @@ def apply_result(a: Advance, step: Step, sr: StepRun, state: str, output: Any,
     outcome = job_outcome(state)
     if outcome is None:
         return
+    if sr.gate == GATE_WAITING:
+        _gate_result(a, step, sr, outcome.status, state, error)
+        return
     approval = (step.type or "").strip().lower() == "approval"
     if outcome.status is StepStatus.SUCCEEDED:
         complete(a, step, sr, output, result_ptr,
@@ -151,18 +187,37 @@ def apply_result(a: Advance, step: Step, sr: StepRun, state: str, output: Any,
     reported.setdefault("message", outcome.message)
     reported.update(code=outcome.code, state=state)
     policy = StepRetryPolicy.of(step)
-    if not policy.allows(sr.attempts, state):
+    tries = sr.attempts - (1 if sr.gate == GATE_PASSED else 0)  # the gate was no try
+    if not policy.allows(tries, state):
         rejected = approval and outcome.status is StepStatus.DENIED
         fail(a, step, sr, outcome.status, reported,
              event="step_rejected" if rejected else "step_failed")
         return
-    wait_s = policy.delay_s(sr.attempts)
+    wait_s = policy.delay_s(tries)
     sr.status = StepStatus.PENDING
     sr.error = reported
     sr.next_attempt_at = format_time(a.now + timedelta(seconds=wait_s))
-    a.note("step_failed", step.id, job_id=sr.job_id, status=sr.status,
+    a.note("step_failed", sr.step_id, job_id=sr.job_id, status=sr.status,
            message=f"attempt {sr.attempts} failed; retrying in {wait_s}s",
            data={"error": reported, "retry_at": sr.next_attempt_at})
+
+
+def _gate_result(a: Advance, step: Step, sr: StepRun, status: StepStatus, state: str,
+                 error: dict[str, Any] | None) -> None:
+    """The approval gate a ``policy_gate: require_approval`` put in front of the step
+    ended: granted, the step starts (it is pending again, its dependencies still met);
+    otherwise the step ends as the gate did."""
+    if status is StepStatus.SUCCEEDED:
+        sr.gate = GATE_PASSED
+        sr.status = StepStatus.PENDING
+        a.note("step_approved", sr.step_id, job_id=sr.job_id, status=sr.status,
+               message="policy gate approved")
+        return
+    reported = {**(error or {}), "code": "policy_gate_rejected" if status is StepStatus.DENIED
+                else "policy_gate_failed", "state": state}
+    reported.setdefault("message", f"the step's approval gate ended {state}")
+    fail(a, step, sr, status, reported,
+         event="step_rejected" if status is StepStatus.DENIED else "step_failed")
 
 
 def fire_delay(a: Advance, step: Step, sr: StepRun) -> None:
@@ -184,6 +239,21 @@ def _inline(output: Any) -> Any:
         return None
     size = len(json.dumps(output, separators=(",", ":"), default=str))
     return output if size <= MAX_INLINE_OUTPUT else None
+
+
+def _get_path(doc: Any, path: str) -> Any:
+    """The value at the dot path ``a.b.c`` of a job's result (nil when absent)."""
+    current = doc
+    for part in (p.strip() for p in path.split(".")):
+        if not part:
+            continue
+        if isinstance(current, dict):
+            current = current.get(part)
+        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        else:
+            return None
+    return current
 
 
 def _set_path(doc: dict[str, Any], path: str, value: Any) -> None:
@@ -211,3 +281,30 @@ def schema_problem(value: Any, schema: dict[str, Any]) -> str:
     except jsonschema.SchemaError as exc:
         return f"invalid schema: {exc.message}"
     return ""
+
+
+GATE_LOST_S = 30.0
+"""An approval step whose gate job is still not stored this long after it was sent
+(per attempt) lost it: it is sent again (§8)."""
+GATE_TRIES = 3
+"""Gate jobs sent before the step fails with ``approval_gate_lost``."""
+
+
+def reset_lost_gates(a: Advance, jobs: Mapping[str, str]) -> None:
+    for step_id, step in a.wf.steps.items():
+        sr = a.run.steps[step_id]
+        if (sr.status != StepStatus.WAITING or not sr.job_id or jobs.get(sr.job_id)
+                or (step.type or "").strip().lower() != "approval"):
+            continue
+        started = parse_time(sr.started_at) if sr.started_at else None
+        if started is None or (a.now - started).total_seconds() < GATE_LOST_S * sr.attempts:
+            continue
+        if sr.attempts >= GATE_TRIES:
+            fail(a, step, sr, StepStatus.FAILED,
+                 {"code": "approval_gate_lost", "job_id": sr.job_id,
+                  "message": f"the approval gate job was not stored after {sr.attempts} tries"})
+            continue
+        a.note("step_gate_reset", step_id, job_id=sr.job_id, status=StepStatus.PENDING,
+               message="approval gate job not found; sending it again")
+        sr.status = StepStatus.PENDING
+        sr.job_id = ""
