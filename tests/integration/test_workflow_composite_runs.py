@@ -332,3 +332,26 @@ async def _dry_start(s: WorkflowStack, service: Any, workflow_id: str) -> str:
     s.run_ids.add(run_id)
     await asyncio.sleep(0)
     return run_id
+
+
+def test_timeouts_yaml_limits_give_a_run_its_retries_and_its_timeout(stack):
+    from cordum.workflow.limits import WorkflowLimits
+    from cordum.workflow.runner import WorkflowRunner
+
+    loop, s = stack
+    limits = {f"wf-{s.unique}": WorkflowLimits(child_timeout_s=30, total_timeout_s=2,
+                                               max_retries=1)}
+    s.runner = WorkflowRunner(s.store, s.redis, s.publisher, s.queue, limits)
+    s.worker.script["job.echo"] = ["FAILED", "hold"]
+    definition = {"steps": {"a": {"topic": "job.echo"}}}  # no retry, no timeout of its own
+
+    async def scenario() -> tuple[str, Any]:
+        run_id = await start(s, definition, {})
+        return run_id, await finished(s, run_id, "timed_out")
+
+    run_id, run = loop.run_until_complete(scenario())
+    # max_retries 1: the failed first attempt was tried again; the second one held
+    # until the 2 s total timeout ended the run.
+    assert s.worker.received == [f"{run_id}:a@1", f"{run_id}:a@2"]
+    assert run.steps["a"].status == "timed_out"
+    assert run.error["code"] == "run_timed_out"

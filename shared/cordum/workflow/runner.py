@@ -27,6 +27,7 @@ from cordum.workflow import engine, subworkflow
 from cordum.workflow.definition_store import DefinitionStore
 from cordum.workflow.errors import RunNotCancellable, RunNotFound
 from cordum.workflow.keys import outbox_key
+from cordum.workflow.limits import LimitedDefinitions
 from cordum.workflow.model import (
     OPEN_RUN,
     TERMINAL_RUN,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from cordum.store.locks import Lease
     from cordum.workflow.definition import Workflow
     from cordum.workflow.engine import Effects
+    from cordum.workflow.limits import WorkflowLimits
     from cordum.workflow.store import LockedRun, StoredJobEnd, WorkflowStore
 
 log = logging.getLogger(__name__)
@@ -65,12 +67,15 @@ class WorkflowRunner:
     """Applies run events; the workflow function's and the reconciler's one door."""
 
     def __init__(self, store: WorkflowStore, redis: Any, publisher: DurablePublisher,
-                 events: RunEventSink | None) -> None:
+                 events: RunEventSink | None,
+                 limits: Mapping[str, WorkflowLimits] | None = None) -> None:
         self.store = store
         self._redis = redis
         self._events = events
         self._outbox = OutboxRunner(publisher, events, spawn=self._spawn, tell=self._tell)
         self._definitions = DefinitionStore(redis)
+        self._limited = LimitedDefinitions(limits)
+        """timeouts.yaml's ``workflows.<id>`` limits, applied to each run's definition."""
 
     async def announce_start(self, run: WorkflowRun) -> None:
         """Queue the run's start (or, with no queue configured, apply it at once)."""
@@ -130,6 +135,7 @@ class WorkflowRunner:
         if loaded is None or lease is None:
             return False
         run, wf, leftover = loaded
+        wf = self._limited(wf)
         if leftover:
             await self._carry_out(lease, run, leftover)
         before = run.updated_at

@@ -26,8 +26,10 @@ def default_runner() -> WorkflowRunner:
     from cordum.bus.publisher import NatsPublisher
     from cordum.bus.workflow_events import sqs_run_events
     from cordum.config import settings
+    from cordum.workflow import limits
     from cordum.workflow.runner import WorkflowRunner
 
     cfg = settings()
     return WorkflowRunner(default_store(), runtime.redis_client(cfg), NatsPublisher(cfg),
-                          sqs_run_events(cfg.workflow_queue_url, cfg.workflow_timer_queue_url))
+                          sqs_run_events(cfg.workflow_queue_url, cfg.workflow_timer_queue_url),
+                          limits.load(cfg.config_dir))
