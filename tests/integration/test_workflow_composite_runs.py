@@ -355,3 +355,43 @@ def test_timeouts_yaml_limits_give_a_run_its_retries_and_its_timeout(stack):
     assert s.worker.received == [f"{run_id}:a@1", f"{run_id}:a@2"]
     assert run.steps["a"].status == "timed_out"
     assert run.error["code"] == "run_timed_out"
+
+
+def test_the_reconciler_finds_a_lost_child_run_end_and_a_lost_item_result(stack):
+    from cordum.workflow.reconciler import WorkflowReconciler
+
+    loop, s = stack
+    sent = s.queue.send
+
+    async def lossy(event: Any) -> None:
+        # The child's end never reaches its parent, nor the item's end its run.
+        if event.kind == "child" or event.job_id.endswith(":fan[0]@1"):
+            return
+        await sent(event)
+
+    s.queue.send = lossy  # type: ignore[method-assign]
+
+    async def scenario() -> tuple[Any, Any]:
+        await save(s, child_definition(s))
+        parent_id = await start(s, parent_definition(s, f"child-{s.unique}"), {"n": 5})
+        fan_id = await start(s, {"id": f"fan-{s.unique}", **FAN_OUT},
+                             {"items": ["p"], "order": 1})
+
+        async def ends() -> bool:
+            parent = await s.store.get_run(s.tenant, parent_id)
+            child = parent and await s.store.get_run(s.tenant, parent.steps["sub"].job_id)
+            item = f"{fan_id}:fan[0]@1"
+            return (child is not None and child.status == "succeeded"
+                    and await state(s, item) == "SUCCEEDED")
+
+        await s.pump(ends)
+        await settle(s, 0.3)
+        assert [await s.run_status(r) for r in (parent_id, fan_id)] == ["running", "running"]
+        reconciler = WorkflowReconciler(s.runner)
+        for _ in range(3):
+            await reconciler.tick()
+        return (await finished(s, parent_id), await finished(s, fan_id))
+
+    parent, fan = loop.run_until_complete(scenario())
+    assert parent.steps["sub"].output == {"d": 10}
+    assert fan.steps["fan"].output[0]["echo"]["sku"] == "p"

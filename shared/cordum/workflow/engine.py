@@ -163,12 +163,12 @@ def cancel(run: WorkflowRun, wf: Workflow, now: datetime,
 
 
 def reconcile(run: WorkflowRun, wf: Workflow, jobs: Mapping[str, str],
-              now: datetime) -> Effects:
+              now: datetime, *, outputs: Mapping[str, Any] | None = None) -> Effects:
     """The reconciler's pass over one run (§8). ``jobs`` maps the job ids of running and
     waiting steps to their stored state: a terminal one is a result that never arrived
-    and is applied as it would have been. Then the timer work of ``on_timer``. A pending
-    run whose start was lost is started; a cancelled or timed-out run has its jobs that
-    are still open cancelled again."""
+    and is applied as it would have been (with its output from ``outputs``). Then the
+    timer work of ``on_timer``. A pending run whose start was lost is started; a
+    cancelled or timed-out run has its jobs that are still open cancelled again."""
     if run.status == RunStatus.PENDING:
         return start(run, wf, now)
     if run.status in TERMINAL_RUN:
@@ -187,7 +187,7 @@ def reconcile(run: WorkflowRun, wf: Workflow, jobs: Mapping[str, str],
         state = jobs.get(sr.job_id, "") if sr.job_id else ""
         if sr.status in (StepStatus.RUNNING, StepStatus.WAITING) and job_outcome(state):
             ptr = result_pointer(sr.job_id) if state == JobState.SUCCEEDED else ""
-            _apply(a, path, sr.job_id, state, None, ptr, None)
+            _apply(a, path, sr.job_id, state, (outputs or {}).get(sr.job_id), ptr, None)
     reset_lost_gates(a, jobs)
     _fire_delays(a)
     _settle(a)

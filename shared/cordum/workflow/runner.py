@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cordum.bus.workflow_events import RunEvent
+from cordum.protocol import result_key
 from cordum.scheduler.errors import RetryAfter
 from cordum.store.errors import LockBusy, StoreError
 from cordum.store.jobs import meta_key
@@ -191,8 +192,9 @@ class WorkflowRunner:
                 return None
             ends = [engine.on_child(run, wf, child_id, child, now)
                     for child_id, child in await self._ended_children(run, wf)]
-            return engine.merged([*ends, engine.reconcile(run, wf, await self._job_states(run),
-                                                          now)])
+            states, outputs = await self._job_states(run)
+            return engine.merged([*ends, engine.reconcile(run, wf, states, now,
+                                                          outputs=outputs)])
         return None
 
     async def _ended_children(self, run: WorkflowRun, wf: Workflow,
@@ -238,12 +240,14 @@ class WorkflowRunner:
         if self._events is not None:
             await self._events.send(event)
 
-    async def _job_states(self, run: WorkflowRun) -> Mapping[str, str]:
-        """Stored states of the jobs of the run's open steps ('' for a job not stored)."""
+    async def _job_states(self, run: WorkflowRun) -> tuple[dict[str, str], dict[str, Any]]:
+        """Stored states of the jobs of the run's open steps ('' for a job not stored),
+        and the outputs of those that succeeded (a lost result is applied with its
+        output, as its event would have been; one more round trip, only then)."""
         job_ids = [s.job_id for _, s in step_runs(run)
                    if s.job_id and s.status in ("running", "waiting")]
         if not job_ids:
-            return {}
+            return {}, {}
         pipe = self._redis.pipeline(transaction=False)
         for job_id in job_ids:
             pipe.hmget(meta_key(job_id), "state", "result_status")
@@ -252,7 +256,19 @@ class WorkflowRunner:
         for job_id, (state, status) in zip(job_ids, rows, strict=True):
             states[job_id] = step_job_state(_text(state) if state is not None else "",
                                             _text(status) if status is not None else "")
-        return states
+        done = [j for j, state in states.items() if state == "SUCCEEDED"]
+        if not done:
+            return states, {}
+        pipe = self._redis.pipeline(transaction=False)
+        for job_id in done:
+            pipe.strlen(result_key(job_id))
+            pipe.get(result_key(job_id))
+        replies = await pipe.execute()
+        outputs: dict[str, Any] = {}
+        for job_id, size, raw in zip(done, replies[::2], replies[1::2], strict=True):
+            if raw is not None and int(size or 0) <= INLINE_OUTPUT_BYTES:
+                outputs[job_id] = _output(raw)
+        return states, outputs
 
     async def _carry_out(self, lease: Lease, run: WorkflowRun,
                          outbox: list[dict[str, Any]]) -> None:
@@ -281,16 +297,21 @@ def job_end(job_id: str, ended: StoredJobEnd) -> tuple[str, Any, str, dict[str, 
     state = step_job_state(ended.state, ended.result_status)
     output: Any = None
     if state == "SUCCEEDED" and ended.result is not None:
-        raw = ended.result if isinstance(ended.result, bytes) else str(ended.result).encode()
-        try:
-            output = json.loads(raw)
-        except ValueError:
-            output = raw.decode("utf-8", "replace")
+        output = _output(ended.result)
     error = None
     if state != "SUCCEEDED":
         error = {"message": ended.failure_reason, "code": ended.result_status or state,
                  "job_id": job_id}
     return state, output, ended.result_ptr, error
+
+
+def _output(raw: Any) -> Any:
+    """A stored job result as the step's output: JSON, else its text."""
+    data = raw if isinstance(raw, bytes) else str(raw).encode()
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data.decode("utf-8", "replace")
 
 
 def step_path_of(job_id: str, run_id: str) -> str:
