@@ -235,17 +235,6 @@ def test_an_unknown_or_foreign_workflow_cannot_be_started(api):
     assert api.runner.started == []
 
 
-def test_dry_run_is_not_available_yet(api):
-    workflow_id = api.saved()
-    path = f"/api/v1/workflows/{workflow_id}/runs"
-    for value in ("true", "", "1"):
-        status, body, _ = api.call("POST", path, {}, query={"dry_run": value})
-        assert (status, body["code"]) == (400, "not_implemented"), value
-        assert "dry-run is not available yet" in body["error"]
-    assert api.runner.started == []
-    assert api.call("POST", path, {}, query={"dry_run": "false"})[0] == 200
-
-
 def test_the_tenants_open_run_limit_is_429(api, monkeypatch):
     monkeypatch.setenv("CORDUM_WORKFLOW_MAX_ACTIVE_RUNS", "1")
     config.settings.cache_clear()

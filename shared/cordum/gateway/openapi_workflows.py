@@ -1,5 +1,6 @@
 """The workflow operations of the gateway's OpenAPI document: the definitions and runs
-cordum-sdk calls (``/api/v1/workflows``, ``/api/v1/workflow-runs``), under their two tags."""
+cordum-sdk calls (``/api/v1/workflows``, ``/api/v1/workflow-runs``), under their two tags.
+The operation ids are cordum-sdk's (``dryRunWorkflow``, ``rerunWorkflow``)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,14 @@ WORKFLOW_OPERATIONS: tuple[Operation, ...] = (
               WF, wf_schemas.StartWorkflowRunResponse, body=wf_schemas.WorkflowRunInput,
               idempotency=True, query=("dry_run",),
               errors=(400, 404, 409, 413, *AUTHENTICATED),
-              notes={400: codes(("invalid_input", "not_implemented")),
+              notes={400: codes(("invalid_input",)),
                      409: codes(("RUN_IDEMPOTENCY_CONFLICT",)),
                      429: codes(("RUN_NOT_RUNNABLE",))}),
+    Operation("post", "/api/v1/workflows/{id}/dry-run", "dryRunWorkflow",
+              "Each step's policy decision, asked of the safety kernel without making a job",
+              WF, wf_schemas.WorkflowDryRunResponse, body=wf_schemas.WorkflowDryRunRequest,
+              errors=(400, 404, 413, *AUTHENTICATED),
+              notes={400: codes(("invalid_request", "invalid_json"))}),
     Operation("get", "/api/v1/workflows/{id}/runs", "listWorkflowRuns",
               "A definition's runs, newest first", WF, list[wf_schemas.RunSummary],
               query=("Limit",), errors=WORKFLOW_ERRORS),
@@ -44,6 +50,12 @@ WORKFLOW_OPERATIONS: tuple[Operation, ...] = (
     Operation("delete", "/api/v1/workflow-runs/{id}", "deleteWorkflowRun",
               "Delete a run (an open run is cancelled first)", RUNS, None, ok_status=204,
               errors=(*WORKFLOW_ERRORS, 409), notes={409: codes(("RUN_NOT_CANCELLABLE",))}),
+    Operation("post", "/api/v1/workflow-runs/{id}/rerun", "rerunWorkflow",
+              "Rerun a run (from a step: its succeeded dependencies are kept)", RUNS,
+              wf_schemas.RerunWorkflowResponse, body=wf_schemas.RerunWorkflowRequest,
+              errors=(400, 404, 413, *AUTHENTICATED),
+              notes={400: codes(("RUN_NOT_RUNNABLE", "invalid_request", "invalid_json")),
+                     429: codes(("RUN_NOT_RUNNABLE",))}),
     Operation("get", "/api/v1/workflow-runs/{id}/timeline", "getRunTimeline",
               "A run's events, oldest first", RUNS, list[wf_schemas.TimelineEvent],
               errors=WORKFLOW_ERRORS),

@@ -96,6 +96,51 @@ class StartWorkflowRunResponse(Body):
     run_id: str = optional()
 
 
+class RerunWorkflowRequest(Body):
+    """Rerun a run: a new run of the same definition (the one the run ran) and input."""
+
+    from_step: str | None = optional()
+    """The step to run from: its transitive dependencies must have succeeded and are
+    kept (their step runs and outputs); every other step runs again. Empty or absent:
+    the whole workflow runs again."""
+    dry_run: bool | None = optional()
+    """Walk the new run without publishing jobs (false when absent)."""
+
+
+class RerunWorkflowResponse(Body):
+    run_id: str = optional()
+    """The new run."""
+
+
+class WorkflowDryRunRequest(Body):
+    input: dict[str, Any] | None = optional()
+    """A run input: what the steps' ``route_labels`` templates are rendered against."""
+    environment: str | dict[str, Any] | None = optional()
+    """A name (or an object, as JSON), set as ``environment`` in the env of each job
+    asked about."""
+
+
+DryRunDecision = Literal["ALLOW", "DENY", "REQUIRE_APPROVAL", "THROTTLE",
+                         "ALLOW_WITH_CONSTRAINTS", "N/A", "ERROR"]
+
+
+class WorkflowDryRunStep(Body):
+    step_id: str = optional()
+    step_name: str = optional()
+    step_type: str = optional()
+    decision: DryRunDecision = optional()
+    """The safety kernel's decision about the step's job; N/A for a step that runs no
+    job; ERROR when the kernel could not be asked (``reason`` says why)."""
+    reason: str = optional()
+    rule_id: str = optional()
+
+
+class WorkflowDryRunResponse(Body):
+    workflow_id: str = optional()
+    steps: list[WorkflowDryRunStep] = optional()
+    """One per step, in the definition's order."""
+
+
 class RunSummary(Body):
     id: str = optional()
     workflow_id: str = optional()

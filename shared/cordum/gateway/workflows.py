@@ -9,6 +9,10 @@ the runner to queue its start. A start that is stored but not queued is not
 lost: the workflow reconciler advances every open run, pending ones included,
 so the caller still gets its run id. A repeat under the same idempotency key
 and body answers the first run and queues nothing.
+
+A rerun (:mod:`cordum.workflow.rerun`) is stored and started the same way, from the
+definition snapshot its old run ran; a dry run of a definition
+(:mod:`cordum.gateway.workflow_dry_run`) stores nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cordum.gateway.auth import Principal
+    from cordum.gateway.workflow_dry_run import SimulatorFactory
     from cordum.workflow.definition import Workflow
     from cordum.workflow.definition_store import DefinitionStore
     from cordum.workflow.store import WorkflowStore
@@ -48,9 +53,12 @@ class RunStarter(Protocol):
     async def cancel(self, tenant: str, run_id: str) -> bool: ...
 
 
-def body_hash(body: Any) -> str:
-    """sha256 of the canonical JSON of a start request: what makes a repeat a repeat."""
+def body_hash(body: Any, *, dry_run: bool = False) -> str:
+    """sha256 of the canonical JSON of a start request: what makes a repeat a repeat.
+    A dry-run start is another request than a real one with the same body."""
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if dry_run:
+        canonical += "?dry_run"
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -88,17 +96,21 @@ def _cut(text: str) -> str:
 
 
 class WorkflowService:
-    """Definitions CRUD; start, list, read, cancel and delete runs.
+    """Definitions CRUD and dry runs; start, rerun, list, read, cancel and delete runs.
 
-    ``max_active_runs`` bounds a tenant's open runs (0: no bound).
+    ``max_active_runs`` bounds a tenant's open runs (0: no bound). ``simulator`` opens
+    the safety kernel's side-effect-free check for a dry run (None: no kernel, every
+    step that dispatches a job is ERROR).
     """
 
     def __init__(self, definitions: DefinitionStore, store: WorkflowStore,
-                 runner: RunStarter, *, max_active_runs: int = 0) -> None:
+                 runner: RunStarter, *, max_active_runs: int = 0,
+                 simulator: SimulatorFactory | None = None) -> None:
         self._definitions = definitions
         self._store = store
         self._runner = runner
         self._max_active = max_active_runs
+        self._simulator = simulator
 
     # ------------------------------------------------------------------ definitions
 
@@ -133,18 +145,50 @@ class WorkflowService:
     # ------------------------------------------------------------------ runs
 
     async def start_run(self, who: Principal, workflow_id: str, body: dict[str, Any], *,
-                        idempotency_key: str = "") -> str:
+                        idempotency_key: str = "", dry_run: bool = False) -> str:
         """The run id of a new pending run whose start is queued (or of the run this
-        idempotency key started with the same body)."""
+        idempotency key started with the same body). A dry run is marked so (``dry_run``,
+        label and metadata ``dry_run=true``, as Cordum marks it): the engine walks it
+        without publishing jobs."""
         wf = await self._definition(who, workflow_id)
         check_input(wf.input_schema, body)
         now = format_time(datetime.now(UTC))
         run = WorkflowRun(
             id=str(uuid.uuid4()), workflow_id=wf.id, org_id=who.tenant, team_id=wf.team_id,
             input=body, status=RunStatus.PENDING, started_at=now, created_at=now,
-            updated_at=now, triggered_by=who.principal_id, idempotency_key=idempotency_key)
+            updated_at=now, triggered_by=who.principal_id, idempotency_key=idempotency_key,
+            dry_run=dry_run)
+        if dry_run:
+            run.labels["dry_run"] = run.metadata["dry_run"] = "true"
+        return await self._open(run, wf, idempotency_key=idempotency_key,
+                                body_hash=body_hash(body, dry_run=dry_run))
+
+    async def rerun(self, who: Principal, run_id: str, *, from_step: str,
+                    dry_run: bool) -> str:
+        """The id of a new run of ``run_id``'s definition and input, from ``from_step``
+        (empty: from scratch), started as any run is: see :mod:`cordum.workflow.rerun`.
+        The old run may be open still: only its succeeded steps are taken."""
+        from cordum.workflow.rerun import build_rerun
+
+        # The old run with the definition it ran, in one read.
+        loaded = await self._store.load(run_id)
+        if loaded is not None and loaded[0].org_id == who.tenant:
+            old, wf = loaded[0], loaded[1]
+        else:
+            # Not found, another tenant's (both 404), or stored without its definition.
+            old = await self._run(who, run_id)
+            wf = await self._definition(who, old.workflow_id)
+        run = build_rerun(old, wf, from_step, run_id=str(uuid.uuid4()),
+                          triggered_by=who.principal_id,
+                          now=format_time(datetime.now(UTC)), dry_run=dry_run)
+        return await self._open(run, wf, idempotency_key="", body_hash=body_hash(run.input))
+
+    async def _open(self, run: WorkflowRun, wf: Workflow, *, idempotency_key: str,
+                    body_hash: str) -> str:
+        """Store a new run (open-run limit, indexes, definition snapshot) and queue its
+        start; the earlier run's id when the idempotency key already started one."""
         run_id, created = await self._store.create_run(
-            run, wf, idempotency_key=idempotency_key, body_hash=body_hash(body),
+            run, wf, idempotency_key=idempotency_key, body_hash=body_hash,
             max_active=self._max_active)
         if not created:
             return run_id
@@ -154,6 +198,21 @@ class WorkflowService:
             log.exception("run %s of %s stored but its start not queued; the reconciler "
                           "starts it", run_id, wf.id)
         return run_id
+
+    async def dry_run(self, who: Principal, workflow_id: str, *,
+                      run_input: Mapping[str, Any] | None, environment: str,
+                      deadline: float | None = None) -> dict[str, Any]:
+        """``{"workflow_id", "steps"}``: each step's policy decision, no job made (see
+        :mod:`cordum.gateway.workflow_dry_run`); ``deadline`` on ``time.monotonic()``."""
+        from cordum.gateway import workflow_dry_run
+
+        wf = await self._definition(who, workflow_id)
+        opened = self._simulator or workflow_dry_run.no_kernel
+        async with opened() as simulator:
+            steps = await workflow_dry_run.dry_run(
+                wf, simulator, tenant=who.tenant, principal=who.principal_id,
+                run_input=run_input, environment=environment, deadline=deadline)
+        return {"workflow_id": wf.id, "steps": steps}
 
     async def list_workflow_runs(self, who: Principal, workflow_id: str,
                                  limit: int) -> list[dict[str, Any]]:

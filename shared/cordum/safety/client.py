@@ -260,6 +260,27 @@ class SafetyClient:
         await self._breaker.record_success(admission)
         return verdict_from_response(resp)
 
+    async def simulate(self, req: JobRequest, tenant: str) -> SafetyVerdict:
+        """The decision ``check`` would give, from the kernel's ``Simulate``: velocity
+        windows are looked at, not counted, and nothing is cached, so asking changes
+        nothing. Same deadline, breaker and retry as ``check``; a failure is
+        UNAVAILABLE with the kernel's error."""
+        admission = await self._breaker.allow()
+        if not admission.admitted:
+            return SafetyVerdict(Decision.UNAVAILABLE, CIRCUIT_OPEN_REASON)
+        deadline = asyncio.get_running_loop().time() + self._timeout
+        payload = await self._read_payload(req)
+        try:
+            resp = await call_with_one_retry(
+                lambda: (self._stub or self._connect()).Simulate,
+                check_request(req, tenant, payload=payload), deadline,
+                drop_channel=self._drop_channel, error=KernelCallError)
+        except KernelCallError as exc:
+            await self._breaker.record_failure(admission)
+            return SafetyVerdict(Decision.UNAVAILABLE, f"safety kernel error: {exc}")
+        await self._breaker.record_success(admission)
+        return verdict_from_response(resp)
+
     async def aclose(self) -> None:
         """Close the channel (end of a service or a test)."""
         channel, self._channel, self._stub = self._channel, None, None

@@ -1,8 +1,9 @@
 """Workflow definitions (/api/v1/workflows) and runs (/api/v1/workflow-runs).
 
-Any role reads; saving or deleting a definition and starting, cancelling or
-deleting a run need a role that may submit jobs, since each of them makes or
-stops jobs. The work is in ``cordum.gateway.workflows``.
+Any role reads; saving or deleting a definition and starting, rerunning, cancelling
+or deleting a run need a role that may submit jobs, since each of them makes or
+stops jobs. A definition's dry run needs that role too, as in Cordum: it tells which
+steps' jobs the policy would let through. The work is in ``cordum.gateway.workflows``.
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ from cordum.gateway.models import (
 )
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
     from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
+    from cordum.gateway.workflow_dry_run import PolicySimulator
     from cordum.gateway.workflows import WorkflowService
 
 router = Router()
@@ -53,9 +57,16 @@ def service() -> WorkflowService:
     from cordum.workflow.definition_store import DefinitionStore
     from cordum.workflow.store import WorkflowStore
 
+    cfg = settings()
     redis = deps.redis()
+
+    def simulator() -> AbstractAsyncContextManager[PolicySimulator | None]:
+        from cordum.gateway.workflow_dry_run import kernel_simulator
+
+        return kernel_simulator(cfg.safety_kernel_addr, cfg.safety_timeout_s)
+
     return WorkflowService(DefinitionStore(redis), WorkflowStore(redis), wiring.default_runner(),
-                           max_active_runs=settings().workflow_max_active_runs)
+                           max_active_runs=cfg.workflow_max_active_runs, simulator=simulator)
 
 
 def _bounded_body(event: BaseProxyEvent) -> None:
@@ -143,15 +154,30 @@ def start_workflow_run(workflow_id: str) -> Response:
     event = router.current_event
     who = principal(event)
     require_role(who, *SUBMIT_ROLES)
-    if _dry_run(event):
-        raise InvalidRequest("dry-run is not available yet: start the run without dry_run",
-                             "not_implemented")
     _bounded_body(event)
     key = _idempotency_key(event)
     body = json_body(event, required=False)
-    run_id = runtime.run(service().start_run(who, workflow_id, body, idempotency_key=key))
+    run_id = runtime.run(service().start_run(who, workflow_id, body, idempotency_key=key,
+                                             dry_run=_dry_run(event)))
     # A run's trace is the run: its jobs carry the run id as their workflow id.
     return json_response(200, {"run_id": run_id}, {"X-Trace-Id": run_id})
+
+
+@router.post("/api/v1/workflows/<workflow_id>/dry-run")
+def dry_run_workflow(workflow_id: str) -> Response:
+    from cordum.gateway.schemas_workflows import WorkflowDryRunRequest
+    from cordum.gateway.workflow_dry_run import DEADLINE_MARGIN_S, environment_text
+
+    event = router.current_event
+    who = principal(event)
+    require_role(who, *SUBMIT_ROLES)
+    _bounded_body(event)
+    body = WorkflowDryRunRequest.model_validate(json_body(event, required=False), strict=True)
+    end = runtime.lambda_deadline(router.lambda_context)
+    answer = runtime.run(service().dry_run(
+        who, workflow_id, run_input=body.input, environment=environment_text(body.environment),
+        deadline=None if end is None else end - DEADLINE_MARGIN_S))
+    return json_response(200, answer)
 
 
 @router.get("/api/v1/workflows/<workflow_id>/runs")
@@ -193,6 +219,20 @@ def delete_workflow_run(run_id: str) -> Response:
     require_role(who, *SUBMIT_ROLES)
     runtime.run(service().delete_run(who, run_id))
     return _no_content()
+
+
+@router.post("/api/v1/workflow-runs/<run_id>/rerun")
+def rerun_workflow_run(run_id: str) -> Response:
+    from cordum.gateway.schemas_workflows import RerunWorkflowRequest
+
+    event = router.current_event
+    who = principal(event)
+    require_role(who, *SUBMIT_ROLES)
+    _bounded_body(event)
+    body = RerunWorkflowRequest.model_validate(json_body(event, required=False), strict=True)
+    new_id = runtime.run(service().rerun(who, run_id, from_step=body.from_step or "",
+                                         dry_run=bool(body.dry_run)))
+    return json_response(200, {"run_id": new_id}, {"X-Trace-Id": new_id})
 
 
 @router.get("/api/v1/workflow-runs/<run_id>/timeline")
