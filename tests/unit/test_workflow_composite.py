@@ -147,6 +147,14 @@ def test_a_loop_with_a_condition_fails_past_max_iterations_and_without_one_stops
     assert run.steps["loop"].output == {"iterations": 1, "last_output": 7}
 
 
+@pytest.mark.parametrize("bad", [0, -1, 1001, "many", True])
+def test_a_loop_refuses_a_bad_or_too_large_max_iterations(bad: Any):
+    wf = loop_wf(max_iterations=bad)
+    run = new_run()
+    assert engine.start(run, wf, NOW).jobs == []
+    assert error_code(run, "loop") == "loop_failed"
+
+
 def test_a_failed_iteration_fails_the_loop():
     wf = loop_wf(max_iterations=3)
     run = new_run()

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 MAX_ITEMS = 1000
 """More for_each items than this fail the step (Cordum's fan-out limit)."""
 LOOP_MAX_ITERATIONS = 100
+"""A loop's ``max_iterations`` when it names none (Cordum's default)."""
+LOOP_ITERATIONS_CAP = MAX_ITEMS
+"""The most a loop may ask for: every iteration stays in the run document, as an item
+does."""
 ACTIVE = frozenset({StepStatus.RUNNING, StepStatus.WAITING})
 _CHILD = re.compile(r"^(?P<parent>.+)\[(?P<index>\d+)\]$")
 
@@ -217,8 +221,9 @@ def _loop_config(step: Step) -> tuple[int, str, str]:
         limit = int(limit)
     except ValueError:
         raise ValueError("loop input.max_iterations must be a positive integer") from None
-    if limit <= 0:
-        raise ValueError("loop input.max_iterations must be a positive integer")
+    if not 0 < limit <= LOOP_ITERATIONS_CAP:
+        raise ValueError("loop input.max_iterations must be a positive integer up to "
+                         f"{LOOP_ITERATIONS_CAP}")
     texts = []
     for keys in (("condition", "while"), ("until",)):
         value = next((spec[k] for k in keys if k in spec), None)
