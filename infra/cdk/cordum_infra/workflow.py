@@ -1,8 +1,9 @@
 """The workflow engine's two queues wired to the functions (DESIGN.md flow 7).
 
-A run advances on events, one message each: its start (gateway), a step's job
-turning terminal (submit and result, the paths that settle jobs), a timer
-coming due. Run events go to the FIFO queue, one message group per run; timers
+A run advances on events, one message each: its start (gateway; workflow for a
+subworkflow's child run), a step's job turning terminal (submit and result, the
+paths that settle jobs), a child run's end or a parent's cancel (workflow), a
+timer coming due. Run events go to the FIFO queue, one message group per run; timers
 (a delay or a retry backoff within SQS's 15 minutes, as per-message
 DelaySeconds) to the standard timer queue. The ``workflow`` function consumes
 both and queues what follows; ``workflow-tick`` moves timers that were too far
