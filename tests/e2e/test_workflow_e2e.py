@@ -1,10 +1,12 @@
-"""A workflow through the local stack's REST API URL: a condition, an approval granted by a
+"""Workflows through the local stack's REST API URL: a condition, an approval granted by a
 second key, a delay of a few seconds and two job steps the echo worker serves, with a
-notify step; the run's timeline, its jobs and its notify event are checked."""
+notify step (the run's timeline, its jobs and its notify event are checked); a cancel; and
+a for_each fan-out, a switch and a subworkflow, rerun from the fan-out and dry-run."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 
@@ -166,3 +168,158 @@ def test_cancelling_a_run_cancels_its_running_job(stack):
     assert r.hget(f"job:meta:{gate}", "state") == b"CANCELLED"
     r.close()
     stack.http("DELETE", f"/api/v1/workflows/{workflow_id}")
+
+
+ITEMS = ["SKU-1", "SKU-2", "SKU-3"]
+RUN_ENDS = {"succeeded", "failed", "denied", "cancelled", "timed_out"}
+
+
+def child_workflow() -> dict:
+    return {"name": "e2e child: label, echo", "steps": {
+        "label": {"type": "transform",
+                  "input": {"text": "order ${input.order}: ${input.count} items"}},
+        "send": {"type": "worker", "topic": "job.echo", "depends_on": ["label"],
+                 "input": {"text": "${steps.label.output.text}"}},
+    }}
+
+
+def parent_workflow(child_id: str) -> dict:
+    return {"name": "e2e parent: fan out, switch, subworkflow", "steps": {
+        "prepare": {"type": "transform",
+                    "input": {"order": "${input.order}", "count": "${length(input.items)}"}},
+        "fan": {"type": "worker", "topic": "job.echo", "depends_on": ["prepare"],
+                "for_each": "input.items", "max_parallel": 2,
+                "input": {"sku": "${item}", "order": "${steps.prepare.output.order}"}},
+        "pick": {"type": "switch", "depends_on": ["fan"],
+                 "condition": "length(steps.fan.output)",
+                 "input": {"cases": {"3": "three"}, "default": "other"}},
+        "three": {"type": "transform", "depends_on": ["pick"], "input": {"branch": "three"}},
+        "other": {"type": "transform", "depends_on": ["pick"], "input": {"branch": "other"}},
+        "sub": {"type": "subworkflow", "depends_on": ["three"], "input": {
+            "workflow_id": child_id,
+            "input_mapping": {"order": "${input.order}",
+                              "count": "${length(steps.fan.output)}"},
+            "output_mapping": {"sent": "${child.output.send.echo.text}",
+                               "child_status": "${child.status}"}}},
+    }}
+
+
+def most_items_out(timeline: list[dict], step_id: str) -> int:
+    """Most items of a for_each step out at the same time, read from the run's timeline:
+    an item is out from its ``step_dispatched`` to its end (each event names the item by
+    its path, ``<step>[i]``). Ignoring max_parallel would dispatch every item in the
+    start's own events, before any of them ended."""
+    item = re.compile(rf"^{re.escape(step_id)}\[\d+\]$")
+    out: set[str] = set()
+    most = 0
+    for event in timeline:
+        path = event.get("step_id") or ""
+        if not item.match(path):
+            continue
+        if event["type"] == "step_dispatched":
+            out.add(path)
+        elif event["type"] in ("step_completed", "step_failed",
+                               "step_foreach_orphan_cancelled"):
+            out.discard(path)
+        most = max(most, len(out))
+    return most
+
+
+def test_a_fan_out_a_switch_and_a_subworkflow_rerun_from_the_fan_out_and_dry_run(stack):
+    suffix = uuid.uuid4().hex[:8]
+    child_id, parent_id = f"e2e-child-{suffix}", f"e2e-parent-{suffix}"
+    runs: list[str] = []
+    try:
+        for workflow_id, definition in ((child_id, child_workflow()),
+                                        (parent_id, parent_workflow(child_id))):
+            status, body = stack.http("POST", "/api/v1/workflows",
+                                      {"id": workflow_id, **definition})
+            assert (status, body) == (201, {"id": workflow_id})
+
+        status, body = stack.http("POST", f"/api/v1/workflows/{parent_id}/runs",
+                                  {"order": "A-7", "items": ITEMS})
+        assert status == 200, body
+        run_id = body["run_id"]
+        runs.append(run_id)
+        run = wait_run(stack, run_id, RUN_ENDS, timeout=120)
+        assert run["status"] == "succeeded", run
+        steps = run["steps"]
+
+        # The fan-out: one echo job per item, outputs in item order, items kept under
+        # the step (never in the context's steps), at most two out at a time.
+        fan = steps["fan"]["output"]
+        assert [o["echo"]["sku"] for o in fan] == ITEMS, fan
+        assert [o["echo"]["item"] for o in fan] == ITEMS
+        assert {o["echo"]["order"] for o in fan} == {"A-7"}
+        assert [o["job_id"] for o in fan] == [f"{run_id}:fan[{i}]@1" for i in range(3)]
+        assert sorted(steps["fan"]["children"]) == [f"fan[{i}]" for i in range(3)]
+        assert not [k for k in run["context"]["steps"] if k.startswith("fan[")]
+        for i in range(len(ITEMS)):
+            job = wait_job(stack, f"{run_id}:fan[{i}]@1", "SUCCEEDED")
+            assert job["topic"] == "job.echo", job
+        status, timeline = stack.http("GET", f"/api/v1/workflow-runs/{run_id}/timeline")
+        assert status == 200
+        assert most_items_out(timeline, "fan") == 2, timeline
+
+        # The switch took "three"; "other" is a branch not taken, which counts as done.
+        assert steps["pick"]["output"]["target_step"] == "three", steps["pick"]
+        assert steps["three"]["status"] == "succeeded"
+        assert steps["other"]["status"] == "cancelled"
+        assert steps["other"]["error"]["reason"] == "switch_branch_not_taken"
+
+        # The subworkflow: a child run of its own, its output mapped into the step's.
+        child_run = steps["sub"]["job_id"]
+        runs.append(child_run)
+        assert steps["sub"]["output"] == {"sent": "order A-7: 3 items",
+                                          "child_status": "succeeded"}, steps["sub"]
+        status, child = stack.http("GET", f"/api/v1/workflow-runs/{child_run}")
+        assert status == 200, child
+        assert (child["status"], child["workflow_id"]) == ("succeeded", child_id), child
+        assert child["input"] == {"order": "A-7", "count": 3}
+        assert child["metadata"]["parent_run_id"] == run_id
+        assert child["metadata"]["parent_step_id"] == "sub"
+        assert child["metadata"]["call_stack"] == parent_id
+        status, job = stack.http("GET", f"/api/v1/jobs/{child_run}:send@1")
+        assert (status, job["state"], job["topic"]) == (200, "SUCCEEDED", "job.echo"), job
+
+        # Rerun from the fan-out: "prepare" is copied as it ended, the rest runs again.
+        status, body = stack.http("POST", f"/api/v1/workflow-runs/{run_id}/rerun",
+                                  {"from_step": "fan"})
+        assert status == 200, body
+        rerun_id = body["run_id"]
+        runs.append(rerun_id)
+        assert rerun_id != run_id
+        again = wait_run(stack, rerun_id, RUN_ENDS, timeout=120)
+        runs.append(again["steps"].get("sub", {}).get("job_id") or "")
+        assert again["status"] == "succeeded", again
+        assert (again["rerun_of"], again["rerun_step"]) == (run_id, "fan")
+        for field in ("status", "output", "started_at", "completed_at", "attempts"):
+            assert again["steps"]["prepare"][field] == steps["prepare"][field], field
+        assert again["context"]["steps"]["prepare"] == run["context"]["steps"]["prepare"]
+        status, timeline = stack.http("GET", f"/api/v1/workflow-runs/{rerun_id}/timeline")
+        assert status == 200
+        assert not [e for e in timeline if e.get("step_id") == "prepare"], timeline
+        assert [o["job_id"] for o in again["steps"]["fan"]["output"]] == \
+            [f"{rerun_id}:fan[{i}]@1" for i in range(3)]
+        assert again["steps"]["sub"]["job_id"] != child_run
+        assert again["steps"]["sub"]["output"] == steps["sub"]["output"]
+
+        # The definition's dry run: the kernel's decision for the fan-out's jobs, N/A for
+        # the steps that run no job; no run is made.
+        status, body = stack.http("POST", f"/api/v1/workflows/{parent_id}/dry-run",
+                                  {"input": {"order": "A-8", "items": ITEMS}})
+        assert status == 200, body
+        assert body["workflow_id"] == parent_id
+        decisions = {s["step_id"]: s["decision"] for s in body["steps"]}
+        assert decisions == {"prepare": "N/A", "fan": "ALLOW", "pick": "N/A", "three": "N/A",
+                             "other": "N/A", "sub": "N/A"}, body
+        [fan_decision] = [s for s in body["steps"] if s["step_id"] == "fan"]
+        assert fan_decision["rule_id"] == "default-topic-allow", fan_decision
+        status, listed = stack.http("GET", f"/api/v1/workflow-runs?workflow_id={parent_id}")
+        assert status == 200
+        assert sorted(r["id"] for r in listed["items"]) == sorted([run_id, rerun_id])
+    finally:
+        for done in reversed([r for r in runs if r]):
+            stack.http("DELETE", f"/api/v1/workflow-runs/{done}")
+        stack.http("DELETE", f"/api/v1/workflows/{parent_id}")
+        stack.http("DELETE", f"/api/v1/workflows/{child_id}")

@@ -342,3 +342,34 @@ def test_a_dry_run_walks_the_graph_without_dispatching(kind: str):
     assert out["dry_run"] is True and out["job_id"] == f"{RUN}:a@1"
     assert run.steps["fan"].output is not None and len(run.steps["fan"].output) == 2
     assert run.status == RunStatus.SUCCEEDED
+
+
+def test_a_policy_gate_on_a_step_that_runs_no_job_is_ignored():
+    wf = workflow({"t": {"type": "transform", "policy_gate": "deny", "input": {"x": 1}},
+                   "n": {"type": "notify", "policy_gate": "require_approval"}})
+    run = new_run()
+    effects = engine.start(run, wf, NOW)
+    assert effects.jobs == [] and len(effects.alerts) == 1
+    assert run.steps["t"].output == {"x": 1} and run.status == RunStatus.SUCCEEDED
+
+
+def test_a_result_data_path_the_answer_lacks_fails_the_step():
+    wf = workflow({"a": {"result_data_path": "data.id"}})
+    run = new_run()
+    engine.start(run, wf, NOW)
+    finish(run, wf, "a", output={"data": {"name": "x"}})
+    assert error_code(run, "a") == "step_output_invalid"
+    assert "data.id" in str((run.steps["a"].error or {})["message"])
+
+
+def test_a_dry_run_sends_no_alert_and_loop_payloads_do_not_nest():
+    wf = workflow({"n": {"type": "notify", "input": {"message": "hi"}}})
+    run = new_run(dry_run=True)
+    effects = engine.start(run, wf, NOW)
+    assert effects.alerts == [] and "step_event_emitted" in kinds(effects)
+    wf = loop_wf(max_iterations=3)
+    run = new_run()
+    engine.start(run, wf, NOW)
+    effects = end_child(run, wf, "loop[0]", output={"echo": {"i": 0, "loop": {"index": 0}}})
+    [job] = effects.jobs
+    assert job.input["loop"] == {"index": 1, "iteration": 2}

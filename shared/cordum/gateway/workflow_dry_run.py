@@ -42,6 +42,7 @@ from cordum.safety.client import Decision, SafetyVerdict
 from cordum.workflow import expressions
 from cordum.workflow.model import WorkflowRun
 from cordum.workflow.outbox import job_doc, job_request
+from cordum.workflow.status import NO_JOB_KINDS
 from cordum.workflow.step_kinds import APPROVAL_GATE_TOPIC, SOURCE_LABEL
 from cordum.workflow.steps import StepJob
 
@@ -54,9 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NO_JOB_KINDS = frozenset({"condition", "delay", "notify", "transform", "storage", "switch",
-                          "parallel", "loop", "subworkflow"})
-"""Step types that dispatch no job of their own."""
 NOT_APPLICABLE = "N/A"
 ERROR = "ERROR"
 GATE_RULE = "policy_gate"

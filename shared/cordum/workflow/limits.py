@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from cordum.config import ConfigError
 from cordum.workflow.definition import MAX_TIMEOUT_S, RetryPolicy
-from cordum.workflow.status import kind_of
+from cordum.workflow.status import NO_JOB_KINDS, kind_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -27,8 +27,7 @@ if TYPE_CHECKING:
 
     from cordum.workflow.definition import Workflow
 
-NOT_A_JOB = frozenset({"approval", "condition", "delay", "notify", "transform", "storage",
-                       "switch", "parallel", "loop", "subworkflow"})
+NOT_A_JOB = NO_JOB_KINDS | {"approval"}
 """Step kinds that run no worker job of their own: no deadline or retry to fill in."""
 
 

@@ -164,6 +164,11 @@ def readiness(step: Step, run: WorkflowRun, wf: Workflow,
     return READY
 
 
+NO_JOB_KINDS = frozenset({"condition", "delay", "notify", "transform", "storage", "switch",
+                          "parallel", "loop", "subworkflow"})
+"""Step kinds that dispatch no job of their own (a policy gate has nothing to guard)."""
+
+
 def kind_of(step: Step) -> str:
     return (step.type or "worker").strip().lower()
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from cordum.workflow import composite, expressions, parallel, subworkflow
 from cordum.workflow.model import GATE_PASSED, GATE_WAITING, StepStatus, format_time, parse_time
+from cordum.workflow.status import NO_JOB_KINDS
 from cordum.workflow.steps import (
     StepJob,
     complete,
@@ -97,9 +98,11 @@ def begin(a: Advance, step: Step, sr: StepRun) -> None:
 
 
 def _policy_gate(a: Advance, step: Step, sr: StepRun, kind: str) -> bool:
-    """A step's ``policy_gate``: ``deny`` refuses it; ``require_approval`` first sends an
-    approval gate (once: a retry is not asked again) and starts the step when it is
+    """A job step's ``policy_gate``: ``deny`` refuses it; ``require_approval`` first sends
+    an approval gate (once: a retry is not asked again) and starts the step when it is
     granted. True when the step may start now."""
+    if kind in NO_JOB_KINDS:
+        return True  # nothing goes out to guard (the definition dry-run says N/A too)
     if step.policy_gate == "deny":
         fail(a, step, sr, StepStatus.DENIED, {"code": "policy_gate_denied",
                                               "message": "the step's policy_gate is deny"},
@@ -176,7 +179,7 @@ def _payload(a: Advance, step: Step, sr: StepRun) -> Any:
         payload = ({**payload, "error": error} if isinstance(payload, dict)
                    else {"input": payload, "error": error})
     if a.extra and isinstance(payload, dict):  # a for_each item, a loop iteration
-        payload = {**{k: _copy(v) for k, v in a.extra.items()}, **payload}
+        payload = {**_extra_payload(a.extra), **payload}
     if step.input_schema:
         problem = schema_problem(payload, step.input_schema)
         if problem:
@@ -185,6 +188,16 @@ def _payload(a: Advance, step: Step, sr: StepRun) -> Any:
             return _INVALID
     sr.input = payload
     return payload
+
+
+def _extra_payload(extra: dict[str, Any]) -> dict[str, Any]:
+    """``item`` and ``loop`` for a child's payload. A loop's ``previous_output`` stays
+    out (templates and ``loop_previous_output`` reach it): carried in every payload, it
+    would nest each iteration's output in the next."""
+    out = {k: _copy(v) for k, v in extra.items() if k != "loop"}
+    if isinstance(extra.get("loop"), dict):
+        out["loop"] = {k: v for k, v in extra["loop"].items() if k != "previous_output"}
+    return out
 
 
 def _gate(a: Advance, step: Step, sr: StepRun) -> bool:
@@ -254,8 +267,12 @@ def _notify_step(a: Advance, step: Step, sr: StepRun, payload: Any) -> None:
                     if isinstance(details, dict) else {}),
         "trace_id": _text(body.get("trace_id")) or a.run.id,
     }
-    a.alerts.append(alert)
-    a.note("step_event_emitted", step.id, message=message, data={"severity": severity})
+    if a.run.dry_run:
+        a.note("step_event_emitted", step.id, message=message,
+               data={"severity": severity, "dry_run": True})
+    else:
+        a.alerts.append(alert)
+        a.note("step_event_emitted", step.id, message=message, data={"severity": severity})
     complete(a, step, sr, alert)
 
 

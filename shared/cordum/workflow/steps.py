@@ -117,6 +117,12 @@ def complete(a: Advance, step: Step, sr: StepRun, output: Any, result_ptr: str =
     """A step succeeded: its result goes to ``context.steps.<id>`` and ``output_path``."""
     if step.result_data_path and output is not None:
         output = _get_path(output, step.result_data_path)
+        if output is _MISSING:
+            problem = f"result_data_path {step.result_data_path!r} not found in the job result"
+            a.note("step_output_invalid", sr.step_id, job_id=sr.job_id, message=problem)
+            fail(a, step, sr, StepStatus.FAILED,
+                 {"code": "step_output_invalid", "message": problem}, event="")
+            return
     if step.output_schema and output is not None:
         problem = schema_problem(output, step.output_schema)
         if problem:
@@ -241,18 +247,21 @@ def _inline(output: Any) -> Any:
     return output if size <= MAX_INLINE_OUTPUT else None
 
 
+_MISSING = object()
+
+
 def _get_path(doc: Any, path: str) -> Any:
-    """The value at the dot path ``a.b.c`` of a job's result (nil when absent)."""
+    """The value at the dot path ``a.b.c`` of a job's result (``_MISSING`` when absent)."""
     current = doc
     for part in (p.strip() for p in path.split(".")):
         if not part:
             continue
-        if isinstance(current, dict):
-            current = current.get(part)
+        if isinstance(current, dict) and part in current:
+            current = current[part]
         elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
             current = current[int(part)]
         else:
-            return None
+            return _MISSING
     return current
 
 
