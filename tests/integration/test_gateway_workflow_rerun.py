@@ -200,20 +200,6 @@ def test_a_rerun_counts_against_the_tenants_open_run_limit(api, monkeypatch):
 # --------------------------------------------------------------------------- end to end
 
 
-@pytest.fixture
-def stack(kernel):
-    from tests.workflow_harness import WorkflowStack
-
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    s = WorkflowStack(kernel)
-    loop.run_until_complete(s.start())
-    yield loop, s
-    loop.run_until_complete(s.close())
-    loop.run_until_complete(runtime.aclose())
-    loop.close()
-
-
 def test_a_rerun_after_an_approved_gate_runs_only_the_failed_step_again(stack, kernel):
     from cordum.gateway.approvals import ApprovalService
     from cordum.gateway.auth import Principal

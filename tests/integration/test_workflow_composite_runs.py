@@ -8,10 +8,8 @@ from typing import Any
 
 from cordum.store.jobs import meta_key
 from cordum.workflow import subworkflow
-from tests.integration.test_workflow_runs import approvals, finished, stack, start, who
+from tests.integration.test_workflow_runs import approvals, finished, start, who
 from tests.workflow_harness import WorkflowStack
-
-__all__ = ["stack"]  # the fixture, shared with test_workflow_runs
 
 
 async def state(s: WorkflowStack, job_id: str) -> str:

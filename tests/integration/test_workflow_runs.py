@@ -18,20 +18,6 @@ from cordum.workflow.reconciler import WorkflowReconciler
 from tests.workflow_harness import WorkflowStack
 
 
-@pytest.fixture
-def stack(kernel):
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    s = WorkflowStack(kernel)
-    loop.run_until_complete(s.start())
-    yield loop, s
-    loop.run_until_complete(s.close())
-    from cordum import runtime
-
-    loop.run_until_complete(runtime.aclose())
-    loop.close()
-
-
 def who(s: WorkflowStack) -> Principal:
     return Principal(tenant=s.tenant, role="admin", principal_id=f"p-{s.unique}")
 

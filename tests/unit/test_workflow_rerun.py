@@ -11,8 +11,9 @@ import pytest
 
 from cordum.workflow import engine
 from cordum.workflow.definition import Workflow
+from cordum.workflow.errors import RerunNotRunnable, RerunStepUnknown
 from cordum.workflow.model import RunStatus, StepRun, StepStatus, WorkflowRun, format_time
-from cordum.workflow.rerun import RerunNotRunnable, RerunStepUnknown, build_rerun, upstream
+from cordum.workflow.rerun import build_rerun, upstream
 
 NOW = datetime(2026, 11, 26, 8, 0, tzinfo=UTC)
 LATER = format_time(NOW + timedelta(hours=1))

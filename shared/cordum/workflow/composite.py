@@ -166,8 +166,16 @@ def _start_children(a: Advance, step: Step, sr: StepRun,
 
 def _cancel_children(a: Advance, step: Step, sr: StepRun, reason: str) -> int:
     """Open children become cancelled (their jobs with them); returns how many."""
+    error = {"code": "cancelled", "message": f"cancelled: {reason}"}
+    return cancel_open(a, [c for _, c in ordered_children(sr)], error,
+                       "step_foreach_orphan_cancelled")
+
+
+def cancel_open(a: Advance, runs: list[StepRun], error: dict[str, Any], event: str) -> int:
+    """The open ones of ``runs`` become cancelled with ``error``, their jobs with them;
+    returns how many."""
     count = 0
-    for _, child in ordered_children(sr):
+    for child in runs:
         if child.status not in (StepStatus.PENDING, *ACTIVE):
             continue
         if child.job_id and child.status in ACTIVE:
@@ -175,9 +183,9 @@ def _cancel_children(a: Advance, step: Step, sr: StepRun, reason: str) -> int:
         child.status = StepStatus.CANCELLED
         child.completed_at = a.stamp
         child.next_attempt_at = None
-        child.error = {"code": "cancelled", "message": f"cancelled: {reason}"}
-        a.note("step_foreach_orphan_cancelled", child.step_id, job_id=child.job_id,
-               status=child.status, message=reason)
+        child.error = dict(error)
+        a.note(event, child.step_id, job_id=child.job_id, status=child.status,
+               message=error["message"], data={"error": child.error})
         count += 1
     return count
 

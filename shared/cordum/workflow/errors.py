@@ -75,3 +75,17 @@ class RunNotCancellable(WorkflowError):
     status = 409
     code = "RUN_NOT_CANCELLABLE"
     retryable = True
+
+
+class RerunStepUnknown(WorkflowError):
+    """``from_step`` names no step of the run's definition."""
+
+    status = 400
+    code = "invalid_request"
+
+
+class RerunNotRunnable(WorkflowError):
+    """A step the rerun would keep did not succeed in the old run."""
+
+    status = 400
+    code = "RUN_NOT_RUNNABLE"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cordum.workflow.composite import ACTIVE, due
+from cordum.workflow.composite import ACTIVE, cancel_open, due
 from cordum.workflow.model import StepStatus
 from cordum.workflow.status import DONE, owned_steps, parallel_ids
 from cordum.workflow.steps import complete, fail
@@ -106,18 +106,6 @@ def drive_parallel(a: Advance, step: Step, sr: StepRun, begin: Begin) -> bool:
 
 
 def _cancel_losers(a: Advance, runs: list[StepRun]) -> int:
-    count = 0
-    for child in runs:
-        if child.status not in (StepStatus.PENDING, *ACTIVE):
-            continue
-        if child.job_id and child.status in ACTIVE:
-            a.cancels.append(child.job_id)
-        child.status = StepStatus.CANCELLED
-        child.completed_at = a.stamp
-        child.next_attempt_at = None
-        child.error = {"reason": PARALLEL_NOT_NEEDED, "code": PARALLEL_NOT_NEEDED,
-                       "message": "cancelled: the parallel step was already decided"}
-        a.note("step_cancelled", child.step_id, job_id=child.job_id, status=child.status,
-               message=child.error["message"], data={"error": child.error})
-        count += 1
-    return count
+    error = {"reason": PARALLEL_NOT_NEEDED, "code": PARALLEL_NOT_NEEDED,
+             "message": "cancelled: the parallel step was already decided"}
+    return cancel_open(a, runs, error, "step_cancelled")

@@ -32,28 +32,15 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from cordum.workflow.errors import WorkflowError
+from cordum.workflow.errors import RerunNotRunnable, RerunStepUnknown
 from cordum.workflow.model import RunStatus, StepRun, StepStatus, WorkflowRun
 from cordum.workflow.status import BRANCH_NOT_TAKEN
+from cordum.workflow.steps import set_path
 
 if TYPE_CHECKING:
     from cordum.workflow.definition import Step, Workflow
 
 DRY_RUN_LABEL = "dry_run"
-
-
-class RerunStepUnknown(WorkflowError):
-    """``from_step`` names no step of the run's definition."""
-
-    status = 400
-    code = "invalid_request"
-
-
-class RerunNotRunnable(WorkflowError):
-    """A step the rerun would keep did not succeed in the old run."""
-
-    status = 400
-    code = "RUN_NOT_RUNNABLE"
 
 
 def upstream(wf: Workflow, step_id: str) -> list[str]:
@@ -123,7 +110,7 @@ def _kept_context(old: WorkflowRun, wf: Workflow, kept: list[str]) -> dict[str, 
         if step.output_path:
             parts = [p.strip() for p in step.output_path.split(".")]
             if all(parts):
-                _set(context, parts, copy.deepcopy(sr.output))
+                set_path(context, parts, copy.deepcopy(sr.output))
         if _kind(step) == "storage" and isinstance(sr.input, dict):
             _replay_storage(context, sr.input)
     return context
@@ -136,23 +123,13 @@ def _replay_storage(context: dict[str, Any], spec: dict[str, Any]) -> None:
     if not parts or parts[0] == "steps":
         return
     if operation == "write":
-        _set(context, parts, copy.deepcopy(spec.get("value")))
+        set_path(context, parts, copy.deepcopy(spec.get("value")))
     elif operation == "delete":
         parent: Any = context
         for part in parts[:-1]:
             parent = parent.get(part) if isinstance(parent, dict) else None
         if isinstance(parent, dict):
             parent.pop(parts[-1], None)
-
-
-def _set(doc: dict[str, Any], parts: list[str], value: Any) -> None:
-    current = doc
-    for part in parts[:-1]:
-        nxt = current.get(part)
-        if not isinstance(nxt, dict):
-            nxt = current[part] = {}
-        current = nxt
-    current[parts[-1]] = value
 
 
 def _branches_not_taken(old: WorkflowRun, wf: Workflow, kept: list[str]) -> list[str]:

@@ -268,8 +268,12 @@ def _get_path(doc: Any, path: str) -> Any:
 def _set_path(doc: dict[str, Any], path: str, value: Any) -> None:
     """``a.b.c`` in the run context, creating maps on the way (Cordum's setContextPath)."""
     parts = [p.strip() for p in path.split(".")]
-    if not all(parts):
-        return
+    if all(parts):
+        set_path(doc, parts, value)
+
+
+def set_path(doc: dict[str, Any], parts: list[str], value: Any) -> None:
+    """``value`` at the path ``parts`` of ``doc``, creating maps on the way."""
     current = doc
     for part in parts[:-1]:
         nxt = current.get(part)
