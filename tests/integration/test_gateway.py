@@ -119,18 +119,21 @@ def recent_ids() -> set[str]:
 
 def test_redis_down_gives_503_and_writes_nothing(monkeypatch):
     configure(monkeypatch, redis_url="redis://127.0.0.1:1")
-    status, err, _ = call(event("POST", "/api/v1/jobs", {"prompt": "x"}, **ACME))
+    status, err, headers = call(event("POST", "/api/v1/jobs", {"prompt": "x"}, **ACME))
     assert status == 503 and err["code"] == "store_unavailable"
-    status, _, _ = call(event("GET", "/health", tenant=TENANT))
-    assert status == 503
+    # The client is told which part is down and when to try again.
+    assert err["unavailable"] == "redis" and int(headers["Retry-After"]) >= 1
+    status, body, headers = call(event("GET", "/health", tenant=TENANT))
+    assert (status, body["redis"], headers["Retry-After"]) == (503, "unavailable", "2")
     runtime.reset()
 
 
 def test_nats_down_gives_503_and_leaves_no_half_written_job(monkeypatch):
     configure(monkeypatch, nats_url="nats://127.0.0.1:1")
     before = recent_ids()
-    status, err, _ = call(event("POST", "/api/v1/jobs", {"prompt": "x"}, **ACME))
+    status, err, headers = call(event("POST", "/api/v1/jobs", {"prompt": "x"}, **ACME))
     assert status == 503 and err["code"] == "bus_unavailable"
+    assert err["unavailable"] == "nats" and int(headers["Retry-After"]) >= 1
     # The job was written, the publish failed, and the job was removed again.
     leftovers = recent_ids() - before
     assert not [j for j in leftovers if meta_of(j).get("tenant") == TENANT]

@@ -357,6 +357,7 @@ def test_unreachable_kernel_fails_closed_with_503_and_stores_nothing(gw):
 
     assert (status, out["code"], out["status"]) == (503, "policy_unavailable", 503)
     assert "safety kernel error" in out["error"]
+    assert out["unavailable"] == "safety-kernel"
     assert int(headers["Retry-After"]) > 0
     assert gw.tenant_jobs() == set()
     assert gw.get(gw.idempotency_key("k-closed")) is None

@@ -29,10 +29,10 @@ from cordum.gateway.errors import (
     InvalidRequest,
     NotFound,
     PolicyDenied,
-    PolicyUnavailable,
     RetryableConflict,
     StoreUnavailable,
     Throttled,
+    Unavailable,
 )
 from cordum.gateway.http import body_text, check_path, json_response
 from cordum.gateway.routes import approvals as approval_routes
@@ -89,9 +89,11 @@ def _throttled(exc: Throttled) -> Response:
     return json_response(exc.status, exc.body(), _retry_after(exc.retry_after_s))
 
 
-@app.exception_handler(PolicyUnavailable)
-def _policy_unavailable(exc: PolicyUnavailable) -> Response:
-    return json_response(exc.status, exc.body(), _retry_after(exc.retry_after_s))
+@app.exception_handler(Unavailable)
+def _unavailable(exc: Unavailable) -> Response:
+    """503: which part is down, and when to try again."""
+    return json_response(exc.status, {**exc.body(), "unavailable": exc.part},
+                         _retry_after(exc.retry_after_s))
 
 
 @app.exception_handler(PolicyDenied)
@@ -114,8 +116,7 @@ def _workflow_refused(exc: WorkflowError) -> Response:
 
 @app.exception_handler([StoreError, LockUnavailable])
 def _store_unavailable(exc: Exception) -> Response:
-    refused = StoreUnavailable()
-    return json_response(refused.status, refused.body())
+    return _unavailable(StoreUnavailable())
 
 
 @app.exception_handler(ValidationError)

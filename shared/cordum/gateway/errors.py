@@ -92,17 +92,26 @@ class Throttled(GatewayError):
 
 
 class Unavailable(GatewayError):
-    """Something the request needs cannot be reached; safe to send again."""
+    """Something the request needs cannot be reached; safe to send again. The answer
+    names the part (``unavailable``) and carries Retry-After."""
 
     status = 503
+    part = ""
+    """What is down, for the client and the operator: redis, nats, safety-kernel, ..."""
+    retry_after_s: float = 2.0
+    """A Redis failover or a NATS reconnect takes a few seconds."""
 
 
 class StoreUnavailable(Unavailable):
+    part = "redis"
+
     def __init__(self) -> None:
         super().__init__("store unavailable", "store_unavailable")
 
 
 class BusUnavailable(Unavailable):
+    part = "nats"
+
     def __init__(self) -> None:
         super().__init__("bus unavailable", "bus_unavailable")
 
@@ -110,12 +119,17 @@ class BusUnavailable(Unavailable):
 class KeysUnavailable(Unavailable):
     """No API key source has been read yet."""
 
+    part = "api-keys"
+    retry_after_s = 5.0
+
     def __init__(self) -> None:
         super().__init__("api keys unavailable", "keys_unavailable")
 
 
 class PolicyUnavailable(Unavailable):
     """The safety kernel cannot be asked and the input fail mode is closed."""
+
+    part = "safety-kernel"
 
     def __init__(self, reason: str, retry_after_s: int) -> None:
         super().__init__(f"policy check unavailable: {reason}", "policy_unavailable")

@@ -47,7 +47,7 @@ def _answer() -> Response:
     if status != 200:
         log.warning("unhealthy: redis: %s; nats: %s", reach.redis_error or OK,
                     reach.nats_error or OK)
-    return json_response(status, body)
+    return json_response(status, body, {"Retry-After": "2"} if status != 200 else None)
 
 
 @router.get("/health")
