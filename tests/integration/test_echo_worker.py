@@ -330,3 +330,22 @@ def test_a_fresh_worker_does_not_report_its_start_up_burst_as_load():
     while _time.process_time() < end:  # a burst of CPU right after start
         pass
     assert meter.read() == 0.0
+
+
+def test_a_receipts_file_counts_each_delivery_before_the_job_runs(tmp_path) -> None:
+    receipts = tmp_path / "receipts.txt"
+
+    async def scenario() -> None:
+        async with echo_env() as env:
+            await start_worker(env, receipts_path=str(receipts))
+            req = env.job()
+            await env.redis.set(context_key(req.job_id), json.dumps({"prompt": "r"}), ex=60)
+            results = env.results_for(req.job_id)
+            await env.nc.subscribe(SUBJECT_RESULT, cb=results.on_message)
+            for _ in range(2):  # the same job delivered twice is counted twice
+                await env.publish(direct_subject(env.worker_id),
+                                  packet(trace_id="t", sender_id="s", job_request=req))
+            await results.wait(2)
+            assert receipts.read_text().splitlines() == [req.job_id, req.job_id]
+
+    run(scenario())

@@ -219,12 +219,24 @@ class EchoWorker:
         admitted = self.admit(msg.data)
         if admitted is None:
             return
+        self._receipt(admitted[1].job_id)
         # Waiting here holds back this subscription's next message: at most
         # max_parallel jobs run, as with the SDK's handler slots.
         await self._slots.acquire()
         task = asyncio.create_task(self._run_job(*admitted))
         self._jobs.add(task)
         task.add_done_callback(self._job_done)
+
+    def _receipt(self, job_id: str) -> None:
+        """Appends the job id to the receipts file, when one is configured (a line is
+        written whole with one write: a kill never leaves half of one)."""
+        if not self.cfg.receipts_path:
+            return
+        try:
+            with open(self.cfg.receipts_path, "a", encoding="utf-8") as out:
+                out.write(f"{job_id}\n")
+        except OSError as exc:
+            log.warning("receipt of job %s not written: %s", job_id, exc)
 
     def _job_done(self, task: asyncio.Task[None]) -> None:
         self._jobs.discard(task)

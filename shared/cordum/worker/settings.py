@@ -16,6 +16,7 @@ ENV_WORKER_POOL = "WORKER_POOL"
 ENV_WORKER_TOPICS = "WORKER_TOPICS"
 ENV_WORKER_MAX_PARALLEL = "WORKER_MAX_PARALLEL"
 ENV_LOG_LEVEL = "LOG_LEVEL"
+ENV_WORKER_RECEIPTS = "WORKER_RECEIPTS_PATH"
 
 
 def default_worker_id() -> str:
@@ -33,6 +34,9 @@ class EchoWorkerSettings(BaseModel):
     max_parallel: int = Field(default=4, ge=1)
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     log_level: LogLevel = "INFO"
+    receipts_path: str = ""
+    """A file each received job id is appended to, one per line, before the job runs
+    (the chaos suite counts deliveries at the worker with it); "" = none."""
 
     @field_validator("worker_id")
     @classmethod
@@ -56,6 +60,7 @@ _ENV = {
     "topics": ENV_WORKER_TOPICS,
     "max_parallel": ENV_WORKER_MAX_PARALLEL,
     "log_level": ENV_LOG_LEVEL,
+    "receipts_path": ENV_WORKER_RECEIPTS,
 }
 
 
