@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/shared:$(CURDIR)
 export CORDUM_CACHE_DIR := $(CACHE)
 
-.PHONY: setup up down status demo test test-fast e2e layer synth lint bench bench-roundtrips bench-cpu
+.PHONY: setup up down status demo test test-fast e2e layer synth lint bench bench-roundtrips bench-cpu chaos
 
 ## setup: the project venv (cached by the hash of pyproject.toml), linked as .venv
 setup: $(VENV)/.ok
@@ -69,6 +69,11 @@ lint: setup
 bench: setup
 	@$(PY) localstack/stack.py services
 	@$(PY) -m tests.bench.run_all
+
+## chaos: faults injected one by one under load on a private Redis and NATS; rewrites
+## RELIABILITY.md (about 15 minutes; not part of `make test`)
+chaos: setup
+	@$(PY) localstack/chaos.py $(CHAOS_ARGS)
 
 bench-roundtrips: setup
 	@$(PY) localstack/stack.py services

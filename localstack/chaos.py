@@ -1,0 +1,188 @@
+"""``make chaos``: the whole local stack under a steady load while parts of it break.
+
+It starts a Redis (with an AOF, fsync on every write) and a NATS with JetStream of its
+own on free ports, never the machine's shared ones, and brings the local stack up on
+them (LocalStack, the CDK app, the supervised kernel, bridge and echo worker). A
+baseline comes first; then each fault of :mod:`chaos_faults` in turn: jobs go in
+over the REST API at ``--rate`` per second, the fault is injected, the load goes on
+for a while, and every accepted job is followed until it ends (or the wait runs out).
+Each fault writes one row of RELIABILITY.md: jobs accepted, how they ended, jobs that
+reached a worker twice (the echo worker's receipts file), accepted jobs the store
+lost, the time to the first success after the fault, and what clients saw.
+
+The stack's config is a copy of ``config/`` with shorter reconciler timeouts (a job
+left RUNNING by a killed worker times out after 30 s instead of 15 minutes), so a
+run ends in minutes. Like ``make bench`` it is not part of ``make test``.
+
+    python localstack/chaos.py [--rate 4] [--faults redis-pause,bridge-kill] [--out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "localstack"), str(ROOT / "infra" / "cdk"), str(ROOT / "shared")]
+
+import chaos_faults  # noqa: E402
+import chaos_load  # noqa: E402
+import chaos_report  # noqa: E402
+import stack  # noqa: E402
+from services import STATE, ensure_binary, fail, step  # noqa: E402
+
+CHAOS = STATE / "chaos"
+RECEIPTS = CHAOS / "receipts.txt"
+WARMUP_S = 5.0
+AFTER_S = 15.0
+SETTLE_S = 150.0
+"""How long accepted jobs may take to end after the load stops (a killed worker's jobs
+need the 30 s running timeout and a reconciler tick)."""
+RECONCILER = {"dispatch_timeout_seconds": 30, "running_timeout_seconds": 30,
+              "scan_interval_seconds": 10}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def private_servers() -> tuple[chaos_faults.Server, chaos_faults.Server]:
+    for name in ("redis", "nats"):
+        shutil.rmtree(CHAOS / name, ignore_errors=True)
+        (CHAOS / name).mkdir(parents=True)
+    redis_port, nats_port = free_port(), free_port()
+    redis = chaos_faults.Server("redis", [
+        ensure_binary("redis-server", "redis-server"), "--bind", "127.0.0.1",
+        "--port", str(redis_port), "--save", "", "--appendonly", "yes",
+        "--appendfsync", "always", "--dir", str(CHAOS / "redis")],
+        redis_port, CHAOS / "redis.log")
+    nats = chaos_faults.Server("nats", [
+        ensure_binary("nats-server", "nats-server"), "-a", "127.0.0.1", "-p", str(nats_port),
+        "-js", "-sd", str(CHAOS / "nats")], nats_port, CHAOS / "nats.log")
+    return redis, nats
+
+
+def chaos_config() -> Path:
+    """``config/`` copied, with the reconciler's timeouts made short."""
+    import yaml
+
+    target = CHAOS / "config"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(ROOT / "config", target)
+    path = target / "timeouts.yaml"
+    doc = yaml.safe_load(path.read_text()) or {}
+    doc["reconciler"] = {**(doc.get("reconciler") or {}), **RECONCILER}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return target
+
+
+def read_outputs() -> dict[str, str]:
+    """The CDK outputs ``make up`` wrote (the queue URLs among them)."""
+    import json
+
+    import deploy  # infra/cdk/deploy.py
+
+    doc = json.loads(stack.OUTPUTS.read_text())
+    return dict(doc.get(deploy.STACK_NAME, {}))
+
+
+def child_pid(name: str) -> int:
+    """The current process of a supervised service (its supervisor's state file)."""
+    import json
+
+    path = STATE / "supervisor" / f"{name}.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    pid = doc.get("child_pid") or doc.get("child") or 0
+    return int(pid) if pid and chaos_faults.alive(int(pid)) else 0
+
+
+def run_fault(name: str, target: chaos_faults.Target, rate: float) -> chaos_load.Row:
+    fault, _ = chaos_faults.FAULTS.get(name, (None, ""))
+    target.notes = []
+    before = chaos_load.line_count(RECEIPTS)
+    tag = f"{name}-{uuid.uuid4().hex[:6]}"
+    load = chaos_load.Load(target.values["CORDUM_API_URL"], target.values["CORDUM_API_KEY"],
+                           stack.TENANT, rate, tag,
+                           sleep_ms=3000 if name == "worker-kill" else 200)
+    load.start()
+    time.sleep(WARMUP_S)
+    fault_at = time.time()
+    extra: list[str] = []
+    try:
+        if fault is not None:
+            step(f"{name}: injecting")
+            extra = fault(target)
+    finally:
+        time.sleep(AFTER_S)
+        load.stop()
+    ids = [s.job_id for s in load.accepted()] + extra
+    step(f"{name}: {len(ids)} jobs accepted; waiting for each to end")
+    ends = chaos_load.settle(target.redis_client, ids, SETTLE_S,
+                             progress=lambda text: step(f"{name}: {text}"))
+    row = chaos_load.account(name, load, extra, ends, chaos_load.receipts(RECEIPTS, before),
+                             fault_at)
+    row.notes = list(target.notes)
+    step(f"{name}: {row.succeeded}/{row.accepted} succeeded, {sum(row.still_open.values())} "
+         f"open, {row.twice} twice, {row.lost} lost, client saw {row.client_saw}")
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=4.0, help="jobs per second (4)")
+    parser.add_argument("--faults", default=",".join(chaos_faults.FAULTS),
+                        help="comma-separated, from: " + ", ".join(chaos_faults.FAULTS))
+    parser.add_argument("--out", default=str(ROOT / "RELIABILITY.md"))
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.faults.split(",") if n.strip()]
+    unknown = [n for n in names if n not in chaos_faults.FAULTS]
+    if unknown:
+        fail(f"unknown fault(s): {', '.join(unknown)}")
+    if stack.launcher.is_running():
+        fail("the local stack is running: `make down` first (chaos brings up its own)")
+
+    import redis as redis_lib
+
+    started = time.monotonic()
+    redis, nats = private_servers()
+    redis.start()
+    nats.start()
+    step(f"private Redis on {redis.port} (AOF), NATS on {nats.port} (JetStream)")
+    RECEIPTS.unlink(missing_ok=True)
+    os.environ.update(REDIS_URL=f"redis://127.0.0.1:{redis.port}",
+                      NATS_URL=f"nats://127.0.0.1:{nats.port}",
+                      CORDUM_CONFIG_DIR=str(chaos_config()),
+                      WORKER_RECEIPTS_PATH=str(RECEIPTS))
+    rows: list[chaos_load.Row] = []
+    try:
+        values = stack.up(run_demo=False)
+        outputs = read_outputs()
+        client = redis_lib.Redis.from_url(values["REDIS_URL"], socket_timeout=5,
+                                          socket_connect_timeout=5)
+        target = chaos_faults.Target(redis, nats, values, outputs, child_pid, client)
+        for name in ["baseline", *names]:
+            rows.append(run_fault(name, target, args.rate))
+            chaos_report.write(Path(args.out), rows, rate=args.rate,
+                               minutes=(time.monotonic() - started) / 60)
+    finally:
+        stack.down()
+        nats.stop()
+        redis.stop()
+    step(f"wrote {args.out} ({(time.monotonic() - started) / 60:.1f} min)")
+    if any(not r.clean for r in rows if r.fault not in chaos_report.KNOWN_LIMITS):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

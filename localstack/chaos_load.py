@@ -1,0 +1,197 @@
+"""The chaos suite's steady load and its accounting (see chaos.py).
+
+:class:`Load` submits jobs over the REST API at a fixed rate from a thread pool and
+records, per request, when it was sent, what the client saw (a status code, or
+``timeout`` / ``error``) and the job id of an accepted one. :func:`account` reads
+every accepted job's end from Redis and the worker's receipts file, and makes one
+:class:`Row` of RELIABILITY.md of it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT", "DENIED",
+                      "OUTPUT_QUARANTINED"})
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass(slots=True)
+class Sent:
+    at: float
+    status: str
+    """The HTTP status as text, or ``timeout`` / ``error``."""
+    job_id: str = ""
+    retry_after: str = ""
+
+
+@dataclass
+class Load:
+    """Jobs on ``job.echo`` at ``rate`` per second until :meth:`stop`."""
+
+    api_url: str
+    api_key: str
+    tenant: str
+    rate: float
+    tag: str
+    sleep_ms: int = 200
+    sent: list[Sent] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _thread: threading.Thread | None = None
+    _pool: ThreadPoolExecutor | None = None
+
+    def start(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=max(8, int(self.rate * 4)))
+        self._thread = threading.Thread(target=self._pace, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """No new requests; waits for the ones in flight (each bounded by its timeout)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def _pace(self) -> None:
+        assert self._pool is not None
+        n = 0
+        start = time.monotonic()
+        while not self._stop.is_set():
+            self._pool.submit(self._submit, n)
+            n += 1
+            wait = start + n / self.rate - time.monotonic()
+            if wait > 0:
+                self._stop.wait(wait)
+
+    def _submit(self, n: int) -> None:
+        body = {"topic": "job.echo", "prompt": f"chaos {self.tag} #{n}",
+                "labels": {"echo.sleep_ms": str(self.sleep_ms), "chaos": self.tag}}
+        req = urllib.request.Request(
+            f"{self.api_url}/api/v1/jobs", data=json.dumps(body).encode(), method="POST",
+            headers={"X-API-Key": self.api_key, "X-Tenant-ID": self.tenant,
+                     "Content-Type": "application/json",
+                     "Idempotency-Key": f"chaos-{self.tag}-{n}"})
+        at = time.time()
+        sent = Sent(at=at, status="error")
+        try:
+            with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
+                sent.status = str(resp.status)
+                sent.job_id = str(json.loads(resp.read() or b"{}").get("job_id") or "")
+        except urllib.error.HTTPError as exc:
+            sent.status = str(exc.code)
+            sent.retry_after = exc.headers.get("Retry-After") or ""
+        except TimeoutError:
+            sent.status = "timeout"
+        except (urllib.error.URLError, OSError) as exc:
+            sent.status = "timeout" if "timed out" in str(exc) else "error"
+        with self._lock:
+            self.sent.append(sent)
+
+    def accepted(self) -> list[Sent]:
+        return [s for s in self.sent if s.status == "200" and s.job_id]
+
+
+def states(redis: Any, job_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """job id -> (state, failure reason) as the job store holds them ('' when absent)."""
+    from cordum.store.jobs import meta_key
+
+    out: dict[str, tuple[str, str]] = {}
+    for i in range(0, len(job_ids), 500):
+        chunk = job_ids[i:i + 500]
+        pipe = redis.pipeline(transaction=False)
+        for job_id in chunk:
+            pipe.hmget(meta_key(job_id), "state", "failure_reason")
+        for job_id, (state, reason) in zip(chunk, pipe.execute(), strict=True):
+            out[job_id] = ((state or b"").decode(), (reason or b"").decode())
+    return out
+
+
+def settle(redis: Any, job_ids: list[str], timeout_s: float,
+           progress: Any = None) -> dict[str, tuple[str, str]]:
+    """Waits until every job is terminal (or the time is up); their ends."""
+    deadline = time.monotonic() + timeout_s
+    last_report = 0.0
+    while True:
+        ends = states(redis, job_ids)
+        open_ = [j for j, (state, _) in ends.items() if state not in TERMINAL]
+        if not open_ or time.monotonic() >= deadline:
+            return ends
+        if progress is not None and time.monotonic() - last_report >= 15:
+            progress(f"{len(open_)} of {len(job_ids)} jobs still open")
+            last_report = time.monotonic()
+        time.sleep(1.0)
+
+
+def receipts(path: Path, since_line: int = 0) -> Counter[str]:
+    """How many times each job id reached the worker (lines after ``since_line``)."""
+    if not path.exists():
+        return Counter()
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return Counter(line.strip() for line in lines[since_line:] if line.strip())
+
+
+def line_count(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines()) if path.exists() else 0
+
+
+@dataclass
+class Row:
+    fault: str
+    accepted: int
+    succeeded: int
+    other: dict[str, int]
+    """``STATE: reason`` -> count, for jobs that ended otherwise."""
+    still_open: dict[str, int]
+    """state -> count, for jobs not terminal when the wait ran out."""
+    twice: int
+    lost: int
+    """Accepted jobs the store does not know at all."""
+    recovery_s: float | None
+    client_saw: dict[str, int]
+    retry_after: bool
+    """Every 503 and 429 carried Retry-After."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.still_open and not self.twice and not self.lost
+
+
+def account(fault: str, load: Load | None, extra_ids: list[str], ends: dict[str, tuple[str, str]],
+            seen: Counter[str], fault_at: float) -> Row:
+    """One RELIABILITY.md row from the load (if any), extra jobs the fault made itself,
+    their ends and the worker's receipts."""
+    sent = load.sent if load is not None else []
+    accepted = [s.job_id for s in (load.accepted() if load is not None else [])] + extra_ids
+    other: Counter[str] = Counter()
+    still_open: Counter[str] = Counter()
+    lost = 0
+    for job_id in accepted:
+        state, reason = ends.get(job_id, ("", ""))
+        if not state:
+            lost += 1
+        elif state not in TERMINAL:
+            still_open[state] += 1
+        elif state != "SUCCEEDED":
+            other[f"{state}: {reason or 'no reason'}"] += 1
+    succeeded = sum(1 for j in accepted if ends.get(j, ("",))[0] == "SUCCEEDED")
+    twice = sum(1 for j in accepted if seen.get(j, 0) > 1)
+    after = sorted(s.at for s in sent if s.at >= fault_at and s.status == "200"
+                   and ends.get(s.job_id, ("",))[0] == "SUCCEEDED")
+    refused = [s for s in sent if s.status in ("429", "503")]
+    return Row(fault=fault, accepted=len(accepted), succeeded=succeeded, other=dict(other),
+               still_open=dict(still_open), twice=twice, lost=lost,
+               recovery_s=(after[0] - fault_at) if after else None,
+               client_saw=dict(Counter(s.status for s in sent)),
+               retry_after=all(s.retry_after for s in refused))

@@ -1,0 +1,85 @@
+"""RELIABILITY.md from the chaos suite's rows (see chaos.py)."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+from chaos_faults import FAULTS  # localstack/chaos_faults.py
+from chaos_load import Row  # localstack/chaos_load.py
+
+KNOWN_LIMITS: dict[str, str] = {
+    "worker-kill": (
+        "A worker killed mid-job never answers: its jobs stay RUNNING until the reconciler's "
+        "running timeout ends them TIMEOUT, as in Cordum. The shipped timeouts.yaml says 900 s "
+        "(`reconciler.running_timeout_seconds`); this suite runs with 30 s so that a run ends "
+        "in minutes. No job reached a worker twice: a timed-out job is not dispatched again."),
+}
+"""Faults whose rows are expected to show jobs that did not succeed, and why."""
+
+
+def _cell(counts: dict[str, int]) -> str:
+    return "; ".join(f"{k} x{v}" for k, v in sorted(counts.items())) or "-"
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=False).stdout.strip() or "?"
+    except OSError:
+        return "?"
+
+
+def write(path: Path, rows: list[Row], *, rate: float, minutes: float) -> None:
+    lines = [
+        "# Reliability: faults survived, counted",
+        "",
+        "Written by `make chaos` (`localstack/chaos.py`); do not edit by hand. Each row is one",
+        f"fault injected while jobs arrived over the REST API at {rate:g} per second, on the",
+        "local stack with a private Redis (AOF, fsync always) and NATS (JetStream on disk).",
+        "The kernel, the bridge and the echo worker run under the stack's supervisor, which",
+        "restarts them as ECS would. Every accepted job is followed until it ends.",
+        "",
+        f"Commit {_commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{platform.node() or 'this machine'}; the run took {minutes:.1f} min.",
+        "",
+        "- **accepted**: jobs the API answered 200 (plus the jobs a duplicate-delivery fault "
+        "sent itself);",
+        "- **other terminal**: accepted jobs that ended otherwise, with the stored reason;",
+        "- **open**: accepted jobs not terminal 150 s after the load stopped;",
+        "- **twice**: accepted jobs the worker received more than once (its receipts file);",
+        "- **lost**: accepted jobs the job store does not know;",
+        "- **recovery**: from the fault to the sending of the first job that was accepted "
+        "and succeeded;",
+        "- **client saw**: HTTP answers during the whole row (all 429 and 503 answers carried "
+        "Retry-After unless the row says otherwise).",
+        "",
+        "| fault | accepted | succeeded | other terminal | open | twice | lost | recovery "
+        "| client saw |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        what = FAULTS[r.fault][1] if r.fault in FAULTS else "no fault (baseline)"
+        recovery = f"{r.recovery_s:.1f} s" if r.recovery_s is not None else "-"
+        saw = _cell(r.client_saw) + ("" if r.retry_after else " (a refusal without "
+                                                                 "Retry-After)")
+        lines.append(f"| **{r.fault}**: {what} | {r.accepted} | {r.succeeded} | "
+                     f"{_cell(r.other)} | {_cell(r.still_open)} | {r.twice} | {r.lost} | "
+                     f"{recovery} | {saw} |")
+    notes = [(r.fault, n) for r in rows for n in r.notes]
+    if notes:
+        lines += ["", "Notes from the run:", ""]
+        lines += [f"- {fault}: {note}" for fault, note in notes]
+    lines += ["", "## Known limits", ""]
+    lines += [f"- **{name}**: {why}" for name, why in KNOWN_LIMITS.items()]
+    exceptions = [r for r in rows if not r.clean and r.fault not in KNOWN_LIMITS]
+    lines += ["", "## Exceptions", ""]
+    if exceptions:
+        lines += [f"- **{r.fault}**: {sum(r.still_open.values())} open, {r.twice} twice, "
+                  f"{r.lost} lost (see the row)." for r in exceptions]
+    else:
+        lines.append("None: after every other fault all accepted jobs ended, none reached a "
+                     "worker twice and none was lost.")
+    path.write_text("\n".join(lines) + "\n")
