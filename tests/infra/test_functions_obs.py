@@ -139,6 +139,7 @@ def _dlqs(stack: CordumServerlessStack) -> dict[str, Any]:
         "workflow": stack.workflow_queue.dlq,
         "workflow_timer": stack.workflow_timer_queue.dlq,
         "tick": stack.schedules.dlq,
+        "saga_rollback": stack.saga.dlq,
     }
 
 
@@ -241,8 +242,8 @@ def test_every_queue_is_encrypted_tls_only_and_dead_letters_somewhere(
     tpl, stack = shape["json"], shape["stack"]
     queues = _resources(tpl, "AWS::SQS::Queue")
     dlq_ids = {_logical_id(stack, q) for q in _dlqs(stack).values()}
-    # Then the queues are the four work queues and five dead-letter queues
-    assert len(queues) == 9 and dlq_ids <= set(queues) and len(dlq_ids) == 5
+    # Then the queues are the four work queues and six dead-letter queues
+    assert len(queues) == 10 and dlq_ids <= set(queues) and len(dlq_ids) == 6
     for logical_id, queue in queues.items():
         # And every one is encrypted at rest
         assert queue["Properties"]["SqsManagedSseEnabled"] is True, logical_id
@@ -426,7 +427,7 @@ def test_dashboard_shows_every_dlq_depth_and_each_function_errors_and_throttles(
 ) -> None:
     stack = shape["stack"]
     widgets = _dashboard(shape["json"])
-    # Then the DLQ widget has the visible-message count of each of the five DLQs
+    # Then the DLQ widget has the visible-message count of each of the six DLQs
     dlq_metrics = widgets["Dead-letter queue depth"]["metrics"]
     assert sorted(m[3] for m in dlq_metrics) == sorted(
         "${" + _logical_id(stack, q) + ".QueueName}" for q in _dlqs(stack).values()
@@ -527,8 +528,8 @@ def test_alarms_notify_the_topic_from_the_context(
 ) -> None:
     # Given alarmTopicArn, then every alarm notifies it on ALARM and on OK
     alarms = _alarms(tuned["json"])
-    # (5 DLQs, 8 functions, circuit and stale jobs, Redis memory and CPU)
-    assert len(alarms) == 5 + 8 + 2 + 2
+    # (6 DLQs, 8 functions, circuit and stale jobs, Redis memory and CPU, the bridge)
+    assert len(alarms) == 6 + 8 + 2 + 2 + 1
     for alarm in alarms:
         assert alarm["AlarmActions"] == [TOPIC_ARN]
         assert alarm["OKActions"] == [TOPIC_ARN]

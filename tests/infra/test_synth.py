@@ -186,9 +186,10 @@ def test_rest_api_proxies_every_path_to_the_gateway(local: dict[str, Any]) -> No
 def test_each_work_queue_redrives_to_its_own_dlq(local: dict[str, Any]) -> None:
     tpl, stack = local["json"], local["stack"]
     queues = _resources(tpl, "AWS::SQS::Queue")
-    # Then there are 9 queues: submit, result, workflow (FIFO) and workflow timer, each
-    # with a DLQ after N receives, and the dead-letter queue of the tick schedules
-    assert len(queues) == 9
+    # Then there are 10 queues: submit, result, workflow (FIFO) and workflow timer, each
+    # with a DLQ after N receives, and the dead-letter queues of the tick schedules and
+    # of the saga rollback's asynchronous invocations
+    assert len(queues) == 10
     work_queues = (stack.submit_queue, stack.result_queue, stack.workflow_queue,
                    stack.workflow_timer_queue)
     for job_queue in work_queues:

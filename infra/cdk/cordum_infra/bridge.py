@@ -5,12 +5,20 @@ JetStream job subjects to the submit and result queues. A task told to stop
 gets SIGTERM, finishes its in-flight forwards, drains NATS, and is killed only
 after STOP_TIMEOUT. It is a client of the safety kernel like every process of
 the stack, so it refuses any kernel but the stack's (TLS with its CA).
+
+The bridge serves no port, so its health is its own report (cordum.bus.health):
+every 15 s it asks JetStream how far each consumer lags, touches BRIDGE_HEALTH_FILE
+when JetStream answered, and writes the lag as EMF metrics that the alarm
+``BridgeNotForwarding`` (cordum_infra.observability) watches. The container's
+health check fails once that file is stale; ECS then replaces the task, as it
+does a task that exits.
 """
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -24,6 +32,28 @@ BRIDGE_CONTAINER = "bridge"
 
 BRIDGE_CPU = 256
 BRIDGE_MEMORY_MIB = 512
+
+BRIDGE_HEALTH_FILE = "/tmp/cordum-bridge.alive"
+"""Where the bridge notes its last answered forwarding probe (BRIDGE_HEALTH_FILE);
+the image's user may write /tmp."""
+BRIDGE_HEALTH_COMMAND = ["CMD", "python", "-m", "cordum.bus.health"]
+"""Exits 1 once the file is older than cordum.bus.health's HEALTH_MAX_AGE_S (60 s:
+four missed 15 s probes), or before the first probe answered."""
+BRIDGE_HEALTH_CHECK_INTERVAL = Duration.seconds(30)
+"""Half the file's 60 s bound, so a stale file is seen within 30 s of going
+stale. Each check starts a Python interpreter (about 0.2 s of CPU, on a quarter
+vCPU): more often would tax the bridge for no faster verdict."""
+BRIDGE_HEALTH_CHECK_TIMEOUT = Duration.seconds(5)
+"""The check reads the settings and one file's time, well under a second; 5 s
+leaves room on a busy quarter vCPU without hiding a check that hangs."""
+BRIDGE_HEALTH_CHECK_RETRIES = 3
+"""Three failed checks in a row (90 s) before ECS replaces the task: with the 60 s
+bound, about two and a half minutes after the last answered probe. A NATS
+reconnect (retried every second) or a JetStream leader election is far shorter,
+so neither costs a task."""
+BRIDGE_HEALTH_CHECK_START = Duration.seconds(60)
+"""Failures in the first minute do not count: the first probe needs the NATS
+connect, the stream and the three consumers, and a slow start is no dead bridge."""
 
 
 class BridgeService(Construct):
@@ -60,7 +90,17 @@ class BridgeService(Construct):
                 "LOG_LEVEL": shared.log_level,
                 # Like every process of the stack that could call the kernel.
                 **tls_client_env(safety_kernel_ca),
+                "BRIDGE_HEALTH_FILE": BRIDGE_HEALTH_FILE,
+                # The log driver ships these lines; CloudWatch Logs extracts the metrics.
+                "BRIDGE_EMF_METRICS": "true",
             },
+            health_check=ecs.HealthCheck(
+                command=BRIDGE_HEALTH_COMMAND,
+                interval=BRIDGE_HEALTH_CHECK_INTERVAL,
+                timeout=BRIDGE_HEALTH_CHECK_TIMEOUT,
+                retries=BRIDGE_HEALTH_CHECK_RETRIES,
+                start_period=BRIDGE_HEALTH_CHECK_START,
+            ),
         )
         self.task_definition = self.container.task_definition
         submit_queue.grant_send_messages(self.task_definition.task_role)

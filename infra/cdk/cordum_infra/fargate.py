@@ -182,7 +182,14 @@ def replicated_service(
     **extra: Any,
 ) -> ecs.FargateService:
     """SERVICE_TASKS private tasks of `container`'s task definition, spread over the
-    zones, rolled back on a failed deploy."""
+    zones, rolled back on a failed deploy.
+
+    ECS replaces a task whose essential container exits or fails its health
+    check (and, behind a load balancer, one the load balancer finds unhealthy).
+    During a deploy the circuit breaker counts such failures of the new tasks;
+    past its threshold it stops the deploy and rolls back to the last version
+    that ran.
+    """
     return ecs.FargateService(
         scope,
         "Service",

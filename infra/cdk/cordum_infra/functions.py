@@ -117,6 +117,7 @@ SAGA_ROLLBACK = FunctionSpec(
     # Cordum bounds one rollback by 30 s; leave room for the safety checks.
     timeout=Duration.seconds(60),
     description="Saga rollback of a failed workflow (invoked asynchronously)",
+    # Retries, event age and the failure destination: cordum_infra.saga.
 )
 
 WORKFLOW = FunctionSpec(

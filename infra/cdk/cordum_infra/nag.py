@@ -103,6 +103,16 @@ def add_checks(app: App, stack: CordumServerlessStack) -> None:
             ),
         )
     )
+    Validations.of(stack.saga.dlq).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-SQS3",
+            reason=(
+                "This queue is a dead-letter queue itself: the on-failure destination of "
+                "the saga-rollback function's asynchronous invocations (the pack "
+                "recognises only queues named in another queue's redrive policy)."
+            ),
+        )
+    )
 
     if stack.api.log_role is not None:
         Validations.of(stack.api.log_role).acknowledge(

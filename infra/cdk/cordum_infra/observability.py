@@ -1,22 +1,26 @@
 """The CloudWatch dashboard and the alarms of the stack.
 
-Cordum's scheduler metrics are EMF log lines (``cordum.metrics``) in the
-``Cordum`` namespace. Each carries the dimension ``service`` (the function
-name) plus those of its call site: ``topic`` (jobs_received, jobs_dispatched,
-dispatch_latency, safety_denied, safety_unavailable, safety_fail_open,
-output_policy_*), ``topic`` and ``status`` (jobs_completed), ``state``
-(stale_jobs), or none (orphan_replayed, job_lock_wait, saga_*). A CloudWatch
-metric is identified by all its dimensions, so one topic is one series: the
-totals here are Metrics Insights queries (``SELECT SUM(x) FROM "Cordum"``),
-which sum over every dimension set and, unlike SEARCH, may drive an alarm.
-Percentiles are SEARCH expressions (Insights has no percentiles), per topic,
-on the dashboard only.
+What the metrics are and how they are queried: cordum_infra.metrics.
 
 Both stack shapes get the same dashboard and alarms (LocalStack keeps the
 alarms and deploys the dashboard as a placeholder, having no dashboards);
-the Redis alarms and widgets exist when the stack owns the cache. Every
-alarm notifies the SNS topic of context ``alarmTopicArn`` when one is given
-(on ALARM and on OK).
+the Redis alarms and widgets exist when the stack owns the cache, the bridge's
+when it runs the bridge (on ECS). Every alarm notifies the SNS topic of context
+``alarmTopicArn`` when one is given (on ALARM and on OK).
+
+A bridge that stops forwarding. Jobs travel gateway -> NATS -> bridge -> SQS ->
+functions, and the bridge is the one hop no Lambda metric sees. The submit and
+result queues' ``ApproximateAgeOfOldestMessage`` watches the hop after it (a
+message sits in SQS, unconsumed); a dead bridge sends nothing, the queues stay
+empty and their age reads 0. So the bridge reports its own lag
+(cordum.bus.health): four times a minute, the age of the oldest message its
+JetStream consumers have not forwarded (0 when none waits). The alarm
+``BridgeNotForwarding`` fires when that age stays above BRIDGE_LAG_THRESHOLD, a
+bridge that runs but cannot forward (SQS refusing, a permission lost, a stuck
+forward), and also when no data comes at all, missing data counting as
+breaching: no bridge task runs, or none reaches NATS. A per-forward count with
+missing data breaching would fire on every idle stack, and would miss a bridge
+that runs but cannot send; the age does neither.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from aws_cdk import Duration, Fn
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_elasticache as elasticache
@@ -33,6 +37,26 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from cordum_infra.metrics import (
+    BRIDGE_BACKLOG,
+    BRIDGE_FORWARDED,
+    BRIDGE_OLDEST_AGE,
+    DISPATCH_LATENCY,
+    JOB_LOCK_WAIT,
+    JOBS_COMPLETED,
+    JOBS_DISPATCHED,
+    JOBS_RECEIVED,
+    ORPHAN_REPLAYED,
+    OUTPUT_QUARANTINED,
+    SAFETY_DENIED,
+    SAFETY_FAIL_OPEN,
+    SAFETY_UNAVAILABLE,
+    STALE_JOBS,
+    bridge_metric,
+    percentile,
+    redis_worst_node,
+    total,
+)
 from cordum_infra.settings import ContextError
 
 if TYPE_CHECKING:
@@ -47,7 +71,7 @@ ALARM_PERIOD = Duration.minutes(5)
 
 DLQ_DEPTH_THRESHOLD = 1
 """Any dead letter is an incident: a job request, a result, a workflow event or
-timer, or a tick was given up on."""
+timer, a tick or a saga rollback was given up on."""
 FUNCTION_ERRORS_THRESHOLD = 1
 """Failed invocations (uncaught errors, timeouts) per function in one period. A
 record reported as a batch item failure is not one: the handlers raise only on
@@ -55,6 +79,18 @@ what they did not expect."""
 STALE_JOBS_THRESHOLD = 1
 """Jobs the reconciler timed out in one period: each is a job a worker took and
 never answered for."""
+
+BRIDGE_PERIOD = Duration.minutes(1)
+"""The bridge reports every 15 s: each minute has data while a bridge runs."""
+BRIDGE_LAG_THRESHOLD = Duration.minutes(2)
+"""Oldest unforwarded message age that is trouble. A healthy bridge keeps it under
+a second; the longest legitimate waits are a message held by a task that died
+(redelivered after the forwarder's 60 s ack wait) and the NAK backoff while SQS
+refuses for a moment (at most 30 s between tries)."""
+BRIDGE_LAG_MINUTES = 3
+"""Minutes in a row above the threshold, or without data, before the alarm fires:
+a task replaced or a NATS restart is over well within them (one of the two tasks
+keeps reporting through a deploy)."""
 
 CIRCUIT_OPEN_MINUTES = 5
 """The safety kernel circuit alarm fires when safety checks failed as unavailable
@@ -72,20 +108,6 @@ spike is not a trend."""
 
 ALARM_TOPIC_CONTEXT = "alarmTopicArn"
 """Context key: SNS topic ARN every alarm notifies (optional)."""
-
-# Metric names, as the library emits them (cordum.scheduler.dispatch, .results and
-# .output_phase; functions/*_tick.py).
-JOBS_RECEIVED = "jobs_received"
-JOBS_DISPATCHED = "jobs_dispatched"
-JOBS_COMPLETED = "jobs_completed"
-DISPATCH_LATENCY = "dispatch_latency"
-JOB_LOCK_WAIT = "job_lock_wait"
-SAFETY_DENIED = "safety_denied"
-SAFETY_UNAVAILABLE = "safety_unavailable"
-SAFETY_FAIL_OPEN = "safety_fail_open"
-OUTPUT_QUARANTINED = "output_policy_quarantined"
-STALE_JOBS = "stale_jobs"
-ORPHAN_REPLAYED = "orphan_replayed"
 
 WIDGET_WIDTH = 12
 """Two graphs per row (the dashboard grid is 24 wide)."""
@@ -119,11 +141,13 @@ class Observability(Construct):
         functions: Mapping[str, lambda_.IFunction],
         dead_letter_queues: Mapping[str, sqs.IQueue],
         replication_group: elasticache.CfnReplicationGroup | None = None,
+        bridge: bool = False,
         dashboard: bool = True,
         alarm_topic_arn: str | None = None,
     ) -> None:
         """`functions` and `dead_letter_queues` map a display name to the resource;
-        `replication_group` adds the Redis alarms and widgets; `alarm_topic_arn`
+        `replication_group` adds the Redis alarms and widgets, `bridge` the
+        bridge's (its lag metrics come from a bridge on ECS only); `alarm_topic_arn`
         (None: the ``alarmTopicArn`` context) receives every alarm."""
         super().__init__(scope, construct_id)
         self.namespace = namespace
@@ -183,7 +207,7 @@ class Observability(Construct):
 
         redis_widgets: list[cloudwatch.IWidget] = []
         if replication_group is not None:
-            memory, cpu = self._redis_metrics(replication_group)
+            memory, cpu = redis_worst_node(replication_group, period=ALARM_PERIOD)
             self._alarm(
                 "RedisMemory",
                 memory,
@@ -203,6 +227,37 @@ class Observability(Construct):
                 self._graph("Redis engine CPU (%, busiest node)", [cpu]),
             ]
 
+        bridge_widgets: list[cloudwatch.IWidget] = []
+        if bridge:
+            oldest = self._bridge(BRIDGE_OLDEST_AGE, cloudwatch.Stats.MAXIMUM)
+            self._alarm(
+                "BridgeNotForwarding",
+                oldest,
+                threshold=BRIDGE_LAG_THRESHOLD.to_milliseconds(),
+                evaluation_periods=BRIDGE_LAG_MINUTES,
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+                description=(
+                    "A job message waited over "
+                    f"{BRIDGE_LAG_THRESHOLD.to_minutes()} minutes in JetStream for the bridge "
+                    f"in each of {BRIDGE_LAG_MINUTES} minutes, or no bridge reported in "
+                    f"{BRIDGE_LAG_MINUTES} minutes: accepted jobs stay PENDING, not forwarded "
+                    "to SQS"
+                ),
+            )
+            bridge_widgets = [
+                cloudwatch.GraphWidget(
+                    title="Bridge: oldest unforwarded message (ms), backlog, forwarded",
+                    left=[oldest],
+                    right=[
+                        self._bridge(BRIDGE_BACKLOG, cloudwatch.Stats.MAXIMUM),
+                        self._bridge(BRIDGE_FORWARDED, cloudwatch.Stats.SUM),
+                    ],
+                    width=WIDGET_WIDTH,
+                    height=WIDGET_HEIGHT,
+                    period=GRAPH_PERIOD,
+                )
+            ]
+
         self.dashboard: cloudwatch.Dashboard | None = None
         if dashboard:
             self.dashboard = cloudwatch.Dashboard(
@@ -211,63 +266,19 @@ class Observability(Construct):
                 dashboard_name=DASHBOARD_NAME,
                 default_interval=Duration.hours(3),
             )
-            self._widgets(functions, dead_letter_queues, redis_widgets)
+            self._widgets(functions, dead_letter_queues, [*bridge_widgets, *redis_widgets])
 
-    # --- metrics ---------------------------------------------------------------------------
+    # --- metrics (cordum_infra.metrics, in this stack's namespace) ---------------------------
 
     def _total(self, metric: str, *, period: Duration = GRAPH_PERIOD,
                group_by: str | None = None) -> cloudwatch.MathExpression:
-        """Sum of `metric` over every dimension set (every topic, every function);
-        with `group_by`, one series per value of that dimension, named by it."""
-        query = f'SELECT SUM({metric}) FROM "{self.namespace}"'
-        if group_by:
-            query += f" GROUP BY {group_by}"
-        # An empty label renders none, so CloudWatch names each group by its value.
-        return cloudwatch.MathExpression(
-            expression=query, label="" if group_by else metric, period=period
-        )
+        return total(self.namespace, metric, period=period, group_by=group_by)
 
     def _percentile(self, metric: str, stat: str, dimensions: str) -> cloudwatch.SearchExpression:
-        """One series per dimension value (a percentile of a sum is meaningless)."""
-        return cloudwatch.SearchExpression(
-            expression=(
-                f"SEARCH('{{{self.namespace},{dimensions}}} MetricName=\"{metric}\"', "
-                f"'{stat}', {int(GRAPH_PERIOD.to_seconds())})"
-            ),
-            label=f"{metric} {stat}",
-            period=GRAPH_PERIOD,
-        )
+        return percentile(self.namespace, metric, stat, dimensions, period=GRAPH_PERIOD)
 
-    def _redis_metrics(
-        self, group: elasticache.CfnReplicationGroup
-    ) -> tuple[cloudwatch.MathExpression, cloudwatch.MathExpression]:
-        """Memory and engine CPU of the worst node: the primary moves on failover, so
-        every member (``<group id>-001``, ``-002``, ...) is watched."""
-        count = group.num_cache_clusters
-        nodes = count if isinstance(count, int) and count > 0 else 2
-
-        def worst(metric: str, label: str) -> cloudwatch.MathExpression:
-            using = {
-                f"n{i}": cloudwatch.Metric(
-                    namespace="AWS/ElastiCache",
-                    metric_name=metric,
-                    dimensions_map={"CacheClusterId": Fn.join("", [group.ref, f"-{i:03d}"])},
-                    statistic=cloudwatch.Stats.MAXIMUM,
-                    period=ALARM_PERIOD,
-                )
-                for i in range(1, nodes + 1)
-            }
-            return cloudwatch.MathExpression(
-                expression=f"MAX([{', '.join(using)}])",
-                using_metrics=using,
-                label=label,
-                period=ALARM_PERIOD,
-            )
-
-        return (
-            worst("DatabaseMemoryUsagePercentage", "Redis memory %"),
-            worst("EngineCPUUtilization", "Redis engine CPU %"),
-        )
+    def _bridge(self, metric: str, statistic: str) -> cloudwatch.Metric:
+        return bridge_metric(self.namespace, metric, statistic, period=BRIDGE_PERIOD)
 
     # --- alarms ----------------------------------------------------------------------------
 
@@ -279,9 +290,10 @@ class Observability(Construct):
         threshold: float,
         description: str,
         evaluation_periods: int = 1,
+        treat_missing_data: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ) -> cloudwatch.Alarm:
-        """Fires at `threshold` or above in `evaluation_periods` periods in a row. No
-        data is no trouble: a quiet stack emits no job metrics."""
+        """Fires at `threshold` or above in `evaluation_periods` periods in a row. By
+        default no data is no trouble: a quiet stack emits no job metrics."""
         alarm = cloudwatch.Alarm(
             self,
             f"{name}Alarm",
@@ -290,7 +302,7 @@ class Observability(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=evaluation_periods,
             datapoints_to_alarm=evaluation_periods,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            treat_missing_data=treat_missing_data,
             alarm_description=f"Cordum: {description}",
         )
         if self.alarm_topic is not None:
@@ -317,7 +329,7 @@ class Observability(Construct):
         self,
         functions: Mapping[str, lambda_.IFunction],
         dead_letter_queues: Mapping[str, sqs.IQueue],
-        redis_widgets: list[cloudwatch.IWidget],
+        extra_widgets: list[cloudwatch.IWidget],
     ) -> None:
         assert self.dashboard is not None
         jobs = self._graph(
@@ -383,5 +395,6 @@ class Observability(Construct):
         self.dashboard.add_widgets(dlq, safety)
         self.dashboard.add_widgets(circuit, stale)
         self.dashboard.add_widgets(errors, throttles)
-        if redis_widgets:
-            self.dashboard.add_widgets(*redis_widgets)
+        # Two to a row: the bridge's graph, then the Redis graphs (when present).
+        for start in range(0, len(extra_widgets), 2):
+            self.dashboard.add_widgets(*extra_widgets[start : start + 2])

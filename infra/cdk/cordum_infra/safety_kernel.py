@@ -54,17 +54,53 @@ KERNEL_CPU = 512
 KERNEL_MEMORY_MIB = 1024
 """The kernel answers every submit and dispatch check: it gets a larger share than the bridge."""
 
+# The load balancer's health check: a TCP connect to KERNEL_PORT on each task, from
+# the load balancer's nodes (the path clients take). ECS replaces a task the load
+# balancer finds unhealthy, as it replaces one whose container check fails.
 KERNEL_HEALTH_CHECK_INTERVAL = Duration.seconds(10)
+"""With the thresholds below, a dead task stops getting connections within about
+20 s (the clients' retries and breaker carry the calls in between). 5 s would
+double the probes (every node of the load balancer checks every task) to gain
+10 s."""
+KERNEL_HEALTH_CHECK_TIMEOUT = Duration.seconds(5)
+"""A TCP handshake inside the VPC takes milliseconds; a task that has not accepted
+within 5 s is not serving. Shorter than the interval, so checks never overlap."""
 KERNEL_HEALTHY_THRESHOLD = 2
+"""A new task gets connections after two good checks (about 20 s), not on the
+first accept of a process that may still be loading its policy."""
 KERNEL_UNHEALTHY_THRESHOLD = 2
+"""Two failed checks in a row: one lost probe does not drain a serving task."""
 KERNEL_HEALTH_CHECK_GRACE = Duration.seconds(30)
+"""ECS ignores the load balancer's verdict on a new task this long: the container
+starts (policy loaded, port bound, a few seconds) and needs two good checks, 10 s
+apart, before it counts as healthy."""
 KERNEL_DEREGISTRATION_DELAY = Duration.seconds(20)
 """A kernel task leaving gets no new connections at once and has its open ones
 closed after this (clients rebuild their channel on UNAVAILABLE); ECS sends
 SIGTERM only after it."""
 
+# The container's own health check: a TCP connect to KERNEL_PORT from inside the task,
+# the same probe as the image's HEALTHCHECK (the kernel serves no gRPC health service).
+# It catches a process that lives but no longer accepts, also when no client calls.
+CONTAINER_HEALTH_CHECK_COMMAND = [
+    "CMD",
+    "python",
+    "-c",
+    f"import socket; socket.create_connection(('127.0.0.1', {KERNEL_PORT}), 2)",
+]
+"""Plain ``python -c`` with the standard library: starts in tens of milliseconds,
+and the connect gives up after 2 s."""
 CONTAINER_HEALTH_CHECK_INTERVAL = Duration.seconds(15)
+"""Often enough that, with the retries below, a kernel that stopped accepting is
+replaced within about 45 s; each check costs one short-lived interpreter."""
+CONTAINER_HEALTH_CHECK_TIMEOUT = Duration.seconds(3)
+"""As the image's: the probe's own 2 s connect bound plus the interpreter's start."""
+CONTAINER_HEALTH_CHECK_RETRIES = 3
+"""Three failures in a row: one probe starved of CPU on a busy task is no dead
+kernel."""
 CONTAINER_HEALTH_CHECK_START = Duration.seconds(15)
+"""The kernel binds its port a few seconds after start (imports, policy load);
+failures before 15 s do not count."""
 
 
 def tls_client_env(ca_pem: str) -> dict[str, str]:
@@ -97,15 +133,12 @@ class SafetyKernelService(Construct):
             # all tasks, not one per task.
             environment={"LOG_LEVEL": shared.log_level, "REDIS_URL": shared.redis_url},
             port_mappings=[ecs.PortMapping(container_port=KERNEL_PORT)],
-            # The same probe as the image's HEALTHCHECK (ECS does not read that one).
+            # ECS does not read the image's HEALTHCHECK: the task definition repeats it.
             health_check=ecs.HealthCheck(
-                command=[
-                    "CMD",
-                    "python",
-                    "-c",
-                    f"import socket; socket.create_connection(('127.0.0.1', {KERNEL_PORT}), 2)",
-                ],
+                command=CONTAINER_HEALTH_CHECK_COMMAND,
                 interval=CONTAINER_HEALTH_CHECK_INTERVAL,
+                timeout=CONTAINER_HEALTH_CHECK_TIMEOUT,
+                retries=CONTAINER_HEALTH_CHECK_RETRIES,
                 start_period=CONTAINER_HEALTH_CHECK_START,
             ),
         )
@@ -176,6 +209,7 @@ class SafetyKernelService(Construct):
                 protocol=elbv2.Protocol.TCP,
                 port=str(KERNEL_PORT),
                 interval=KERNEL_HEALTH_CHECK_INTERVAL,
+                timeout=KERNEL_HEALTH_CHECK_TIMEOUT,
                 healthy_threshold_count=KERNEL_HEALTHY_THRESHOLD,
                 unhealthy_threshold_count=KERNEL_UNHEALTHY_THRESHOLD,
             ),

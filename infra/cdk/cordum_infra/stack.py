@@ -35,6 +35,7 @@ from cordum_infra.network import Network
 from cordum_infra.observability import Observability
 from cordum_infra.queues import JobQueue
 from cordum_infra.safety_kernel import TLS_CA_ENV, tls_client_env
+from cordum_infra.saga import SagaRollbackInvoke
 from cordum_infra.schedules import TickSchedules
 from cordum_infra.services import CordumServices
 from cordum_infra.settings import API_KEYS_PARAMETER
@@ -194,8 +195,9 @@ class CordumServerlessStack(Stack):
 
         # FAILED_FATAL in a workflow: the result function hands the rollback to
         # its own invocation instead of leaving work running after it returns.
-        saga_rollback.grant_invoke(result)
-        result.add_environment("SAGA_ROLLBACK_FUNCTION", saga_rollback.function_name)
+        self.saga = SagaRollbackInvoke(
+            self, "SagaRollback", result=result, saga_rollback=saga_rollback
+        )
 
         if settings.api_keys is not None:
             gateway.add_environment("CORDUM_API_KEYS", settings.api_keys)
@@ -244,8 +246,12 @@ class CordumServerlessStack(Stack):
                 "Workflow": self.workflow_queue.dlq,
                 "WorkflowTimer": self.workflow_timer_queue.dlq,
                 "Tick": self.schedules.dlq,
+                "SagaRollback": self.saga.dlq,
             },
             replication_group=self.cache.replication_group if self.cache else None,
+            # Only a bridge on ECS reports its lag to CloudWatch; a local one runs on
+            # the host and would leave the alarm without data, so always firing.
+            bridge=self.services is not None,
         )
         self._outputs(redis_url)
         if self.services is not None:
@@ -287,6 +293,10 @@ class CordumServerlessStack(Stack):
             "WorkflowTimerDlqUrl": (
                 self.workflow_timer_queue.dlq.queue_url,
                 "Dead letters of the workflow timer queue",
+            ),
+            "SagaRollbackDlqUrl": (
+                self.saga.dlq.queue_url,
+                "Saga rollback events Lambda gave up on (invocation records)",
             ),
             "RedisUrl": (redis_url, "Redis the functions use (the bridge needs the same)"),
             "LayerArn": (self.functions.layer.layer_version_arn, "cordum layer version"),

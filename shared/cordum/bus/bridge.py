@@ -1,7 +1,7 @@
 """cordum-bridge: JetStream job subjects to SQS, heartbeats to the worker snapshot.
 
 The one long-running process of the deployment (``python -m cordum.bus.bridge``),
-wiring three parts together:
+wiring four parts together:
 
 - the forwarder (``cordum.bus.forwarder``): durable pull consumers on
   sys.job.submit, sys.job.result and sys.job.cancel to the submit and result
@@ -9,7 +9,9 @@ wiring three parts together:
 - the heartbeat ingest (``cordum.registry.ingest``): sys.heartbeat to the live
   registry, written as ``sys:workers:snapshot`` under the writer lock;
 - the pool flush (``cordum.bus.flush``): a heartbeat that brings a pool from no
-  fresh worker to one puts that pool's waiting jobs back on sys.job.submit.
+  fresh worker to one puts that pool's waiting jobs back on sys.job.submit;
+- the forwarding monitor (``cordum.bus.health``): the consumers' lag, as a
+  liveness file for the container's health check and as metrics.
 
 Several replicas may run: the pull consumers share the work, the writer lock
 keeps one snapshot write at a time.
@@ -29,6 +31,7 @@ from cordum.bus.flush import JetStreamPublisher, PoolFlusher
 from cordum.bus.forward_policy import default_routes
 from cordum.bus.forwarder import JobForwarder
 from cordum.bus.guard import BusGuard
+from cordum.bus.health import ForwardingMonitor
 from cordum.bus.settings import BridgeSettings, load_bridge_settings
 from cordum.bus.sqs import SqsClient, SqsQueueSink
 from cordum.config import ConfigError
@@ -107,10 +110,17 @@ async def serve(
     js = nc.jetstream(timeout=settings.publish_timeout_s)
     stream = await ensure_stream(js)
     redis = runtime.redis_client(settings)
-    forwarder = JobForwarder(
-        js, stream, default_routes(submit_sink, result_sink), guard=BusGuard(redis)
-    )
+    routes = default_routes(submit_sink, result_sink)
+    forwarder = JobForwarder(js, stream, routes, guard=BusGuard(redis))
     await forwarder.start()
+    monitor = ForwardingMonitor.for_bridge(
+        js,
+        stream,
+        routes,
+        forwarder.counters,
+        health_file=bridge.health_file,
+        emf_metrics=bridge.emf_metrics,
+    )
     flusher = PoolFlusher(
         redis,
         JetStreamPublisher(js, timeout_s=settings.publish_timeout_s),
@@ -132,7 +142,11 @@ async def serve(
         bridge.result_queue_url,
     )
 
-    tasks = [asyncio.create_task(forwarder.run()), asyncio.create_task(ingest.run())]
+    tasks = [
+        asyncio.create_task(forwarder.run()),
+        asyncio.create_task(ingest.run()),
+        asyncio.create_task(monitor.run()),
+    ]
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
     code = 0
@@ -144,6 +158,7 @@ async def serve(
 
     forwarder.stop()
     ingest.stop()
+    monitor.stop()
     _, pending = await asyncio.wait(tasks, timeout=STOP_TIMEOUT_S)
     for task in pending:
         task.cancel()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +15,8 @@ ENV_SUBMIT_QUEUE_URL = "SUBMIT_QUEUE_URL"
 ENV_RESULT_QUEUE_URL = "RESULT_QUEUE_URL"
 ENV_SNAPSHOT_INTERVAL = "WORKER_SNAPSHOT_INTERVAL"
 ENV_LOG_LEVEL = "LOG_LEVEL"
+ENV_HEALTH_FILE = "BRIDGE_HEALTH_FILE"
+ENV_EMF_METRICS = "BRIDGE_EMF_METRICS"
 
 
 class BridgeSettings(BaseModel):
@@ -23,7 +26,11 @@ class BridgeSettings(BaseModel):
     result_queue_url: str = Field(min_length=1)
     snapshot_interval_s: float = Field(default=SNAPSHOT_INTERVAL_S, gt=0)
     log_level: LogLevel = "INFO"
-
+    health_file: Path | None = None
+    """Touched after every answered forwarding probe (cordum.bus.health); the
+    container's health check reads it. None: no file (a bridge outside ECS)."""
+    emf_metrics: bool = False
+    """Write the forwarding lag as EMF lines on stdout, for CloudWatch."""
 
 
 _BRIDGE_ENV = {
@@ -31,6 +38,8 @@ _BRIDGE_ENV = {
     "result_queue_url": ENV_RESULT_QUEUE_URL,
     "snapshot_interval_s": ENV_SNAPSHOT_INTERVAL,
     "log_level": ENV_LOG_LEVEL,
+    "health_file": ENV_HEALTH_FILE,
+    "emf_metrics": ENV_EMF_METRICS,
 }
 
 
