@@ -37,9 +37,11 @@ COPY config/ /app/config/
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin cordum
 USER 10001
 
-# No HEALTHCHECK: the bridge serves no port. A bridge that cannot reach NATS or
-# SQS keeps retrying (and logs it) rather than exiting; a crash ends the task
-# and ECS replaces it.
+# No HEALTHCHECK here: the bridge serves no port, and the ECS task definition
+# carries its check (`python -m cordum.bus.health`, the liveness file the bridge
+# touches while JetStream answers its consumer-lag probes). A bridge that cannot
+# reach NATS or SQS keeps retrying (and logs it); once the file goes stale, ECS
+# replaces the task, as it does when the bridge crashes.
 #
 # Exec form: python is PID 1 and gets ECS's SIGTERM itself; the bridge then
 # finishes in-flight forwards and drains NATS before it exits.
