@@ -5,7 +5,8 @@ own on free ports, never the machine's shared ones, and brings the local stack u
 them (LocalStack, the CDK app, the supervised kernel, bridge and echo worker). A
 baseline comes first; then each fault of :mod:`chaos_faults` in turn: jobs go in
 over the REST API at ``--rate`` per second, the fault is injected, the load goes on
-for a while, and every accepted job is followed until it ends (or the wait runs out).
+for a while, and every accepted job is followed until it ends (or the wait runs out);
+one tick in eight starts a workflow run (a for_each over two echo items) instead.
 Each fault writes one row of RELIABILITY.md: jobs accepted, how they ended, jobs that
 reached a worker twice (the echo worker's receipts file), accepted jobs the store
 lost, the time to the first success after the fault, and what clients saw.
@@ -44,6 +45,7 @@ AFTER_S = 15.0
 SETTLE_S = 150.0
 """How long accepted jobs may take to end after the load stops (a killed worker's jobs
 need the 30 s running timeout and a reconciler tick)."""
+WORKFLOW_ID = "chaos-fan"
 RECONCILER = {"dispatch_timeout_seconds": 30, "running_timeout_seconds": 30,
               "scan_interval_seconds": 10}
 
@@ -114,7 +116,8 @@ def run_fault(name: str, target: chaos_faults.Target, rate: float) -> chaos_load
     tag = f"{name}-{uuid.uuid4().hex[:6]}"
     load = chaos_load.Load(target.values["CORDUM_API_URL"], target.values["CORDUM_API_KEY"],
                            stack.TENANT, rate, tag,
-                           sleep_ms=3000 if name == "worker-kill" else 200)
+                           sleep_ms=3000 if name == "worker-kill" else 200,
+                           workflow_id=WORKFLOW_ID)
     load.start()
     time.sleep(WARMUP_S)
     fault_at = time.time()
@@ -128,10 +131,11 @@ def run_fault(name: str, target: chaos_faults.Target, rate: float) -> chaos_load
         load.stop()
     ids = [s.job_id for s in load.accepted()] + extra
     step(f"{name}: {len(ids)} jobs accepted; waiting for each to end")
-    ends = chaos_load.settle(target.redis_client, ids, SETTLE_S,
-                             progress=lambda text: step(f"{name}: {text}"))
+    ends, run_ends = chaos_load.settle(target.redis_client, ids, SETTLE_S,
+                                       progress=lambda text: step(f"{name}: {text}"),
+                                       run_ids=load.accepted_runs())
     row = chaos_load.account(name, load, extra, ends, chaos_load.receipts(RECEIPTS, before),
-                             fault_at)
+                             fault_at, run_ends)
     row.notes = list(target.notes)
     step(f"{name}: {row.succeeded}/{row.accepted} succeeded, {sum(row.still_open.values())} "
          f"open, {row.twice} twice, {row.lost} lost, client saw {row.client_saw}")
@@ -171,6 +175,11 @@ def main(argv: list[str] | None = None) -> None:
         client = redis_lib.Redis.from_url(values["REDIS_URL"], socket_timeout=5,
                                           socket_connect_timeout=5)
         target = chaos_faults.Target(redis, nats, values, outputs, child_pid, client)
+        status, body = stack.http("POST", f"{values['CORDUM_API_URL']}/api/v1/workflows",
+                                  values["CORDUM_API_KEY"],
+                                  {"id": WORKFLOW_ID, **chaos_load.WORKFLOW})
+        if status != 201:
+            fail(f"saving the load's workflow answered {status}: {body}")
         for name in ["baseline", *names]:
             rows.append(run_fault(name, target, args.rate))
             chaos_report.write(Path(args.out), rows, rate=args.rate,

@@ -23,6 +23,13 @@ from typing import Any
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT", "DENIED",
                       "OUTPUT_QUARANTINED"})
 REQUEST_TIMEOUT_S = 30.0
+WORKFLOW_EVERY = 8
+"""One tick in this many starts a workflow run (a for_each over two echo items)."""
+RUN_TERMINAL = frozenset({"succeeded", "failed", "denied", "cancelled", "timed_out"})
+WORKFLOW = {"name": "chaos: two echo items", "steps": {
+    "fan": {"topic": "job.echo", "for_each": "input.items", "max_parallel": 2,
+            "input": {"item": "${item}"}}}}
+"""The definition the load runs (its id is the suite's)."""
 
 
 @dataclass(slots=True)
@@ -44,7 +51,10 @@ class Load:
     rate: float
     tag: str
     sleep_ms: int = 200
+    workflow_id: str = ""
+    """A workflow to start a run of every WORKFLOW_EVERY-th tick instead of a job."""
     sent: list[Sent] = field(default_factory=list)
+    runs: list[Sent] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _thread: threading.Thread | None = None
@@ -75,10 +85,19 @@ class Load:
                 self._stop.wait(wait)
 
     def _submit(self, n: int) -> None:
+        if self.workflow_id and n % WORKFLOW_EVERY == WORKFLOW_EVERY - 1:
+            self._post(f"/api/v1/workflows/{self.workflow_id}/runs",
+                       {"items": [f"{self.tag}-{n}-a", f"{self.tag}-{n}-b"]}, n, "run_id",
+                       self.runs)
+            return
         body = {"topic": "job.echo", "prompt": f"chaos {self.tag} #{n}",
                 "labels": {"echo.sleep_ms": str(self.sleep_ms), "chaos": self.tag}}
+        self._post("/api/v1/jobs", body, n, "job_id", self.sent)
+
+    def _post(self, path: str, body: dict[str, Any], n: int, id_field: str,
+              into: list[Sent]) -> None:
         req = urllib.request.Request(
-            f"{self.api_url}/api/v1/jobs", data=json.dumps(body).encode(), method="POST",
+            f"{self.api_url}{path}", data=json.dumps(body).encode(), method="POST",
             headers={"X-API-Key": self.api_key, "X-Tenant-ID": self.tenant,
                      "Content-Type": "application/json",
                      "Idempotency-Key": f"chaos-{self.tag}-{n}"})
@@ -87,7 +106,7 @@ class Load:
         try:
             with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
                 sent.status = str(resp.status)
-                sent.job_id = str(json.loads(resp.read() or b"{}").get("job_id") or "")
+                sent.job_id = str(json.loads(resp.read() or b"{}").get(id_field) or "")
         except urllib.error.HTTPError as exc:
             sent.status = str(exc.code)
             sent.retry_after = exc.headers.get("Retry-After") or ""
@@ -96,10 +115,13 @@ class Load:
         except (urllib.error.URLError, OSError) as exc:
             sent.status = "timeout" if "timed out" in str(exc) else "error"
         with self._lock:
-            self.sent.append(sent)
+            into.append(sent)
 
     def accepted(self) -> list[Sent]:
         return [s for s in self.sent if s.status == "200" and s.job_id]
+
+    def accepted_runs(self) -> list[str]:
+        return [s.job_id for s in self.runs if s.status == "200" and s.job_id]
 
 
 def states(redis: Any, job_ids: list[str]) -> dict[str, tuple[str, str]]:
@@ -117,18 +139,35 @@ def states(redis: Any, job_ids: list[str]) -> dict[str, tuple[str, str]]:
     return out
 
 
-def settle(redis: Any, job_ids: list[str], timeout_s: float,
-           progress: Any = None) -> dict[str, tuple[str, str]]:
-    """Waits until every job is terminal (or the time is up); their ends."""
+def run_statuses(redis: Any, run_ids: list[str]) -> dict[str, str]:
+    """run id -> its status as the workflow store holds it ('' when absent)."""
+    from cordum.workflow.keys import run_key
+
+    pipe = redis.pipeline(transaction=False)
+    for run_id in run_ids:
+        pipe.get(run_key(run_id))
+    out = {}
+    for run_id, raw in zip(run_ids, pipe.execute(), strict=True):
+        out[run_id] = str(json.loads(raw).get("status") or "") if raw else ""
+    return out
+
+
+def settle(redis: Any, job_ids: list[str], timeout_s: float, progress: Any = None,
+           run_ids: list[str] | None = None,
+           ) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """Waits until every job and run is terminal (or the time is up); their ends."""
     deadline = time.monotonic() + timeout_s
     last_report = 0.0
     while True:
         ends = states(redis, job_ids)
+        runs = run_statuses(redis, run_ids or [])
         open_ = [j for j, (state, _) in ends.items() if state not in TERMINAL]
-        if not open_ or time.monotonic() >= deadline:
-            return ends
+        open_runs = [r for r, status in runs.items() if status not in RUN_TERMINAL]
+        if (not open_ and not open_runs) or time.monotonic() >= deadline:
+            return ends, runs
         if progress is not None and time.monotonic() - last_report >= 15:
-            progress(f"{len(open_)} of {len(job_ids)} jobs still open")
+            progress(f"{len(open_)} of {len(job_ids)} jobs and {len(open_runs)} of "
+                     f"{len(runs)} runs still open")
             last_report = time.monotonic()
         time.sleep(1.0)
 
@@ -162,14 +201,18 @@ class Row:
     retry_after: bool
     """Every 503 and 429 carried Retry-After."""
     notes: list[str] = field(default_factory=list)
+    runs: dict[str, int] = field(default_factory=dict)
+    """Workflow runs started: accepted, and how many ended in each status ('open' if not)."""
 
     @property
     def clean(self) -> bool:
-        return not self.still_open and not self.twice and not self.lost
+        return (not self.still_open and not self.twice and not self.lost
+                and not self.runs.get("open") and not self.runs.get("lost"))
 
 
-def account(fault: str, load: Load | None, extra_ids: list[str], ends: dict[str, tuple[str, str]],
-            seen: Counter[str], fault_at: float) -> Row:
+def account(fault: str, load: Load | None, extra_ids: list[str],
+            ends: dict[str, tuple[str, str]], seen: Counter[str], fault_at: float,
+            run_ends: dict[str, str] | None = None) -> Row:
     """One RELIABILITY.md row from the load (if any), extra jobs the fault made itself,
     their ends and the worker's receipts."""
     sent = load.sent if load is not None else []
@@ -189,9 +232,15 @@ def account(fault: str, load: Load | None, extra_ids: list[str], ends: dict[str,
     twice = sum(1 for j in accepted if seen.get(j, 0) > 1)
     after = sorted(s.at for s in sent if s.at >= fault_at and s.status == "200"
                    and ends.get(s.job_id, ("",))[0] == "SUCCEEDED")
-    refused = [s for s in sent if s.status in ("429", "503")]
+    refused = [s for s in sent + (load.runs if load is not None else [])
+               if s.status in ("429", "503")]
+    runs: Counter[str] = Counter()
+    for run_id in (load.accepted_runs() if load is not None else []):
+        status = (run_ends or {}).get(run_id, "")
+        runs["accepted"] += 1
+        runs["lost" if not status else status if status in RUN_TERMINAL else "open"] += 1
     return Row(fault=fault, accepted=len(accepted), succeeded=succeeded, other=dict(other),
                still_open=dict(still_open), twice=twice, lost=lost,
                recovery_s=(after[0] - fault_at) if after else None,
                client_saw=dict(Counter(s.status for s in sent)),
-               retry_after=all(s.retry_after for s in refused))
+               retry_after=all(s.retry_after for s in refused), runs=dict(runs))

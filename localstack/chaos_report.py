@@ -24,6 +24,14 @@ def _cell(counts: dict[str, int]) -> str:
     return "; ".join(f"{k} x{v}" for k, v in sorted(counts.items())) or "-"
 
 
+def _runs(runs: dict[str, int]) -> str:
+    if not runs:
+        return "-"
+    rest = {k: v for k, v in runs.items() if k not in ("accepted", "succeeded")}
+    text = f"{runs.get('succeeded', 0)}/{runs.get('accepted', 0)}"
+    return text + (f" ({_cell(rest)})" if rest else "")
+
+
 def _commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -56,9 +64,12 @@ def write(path: Path, rows: list[Row], *, rate: float, minutes: float) -> None:
         "- **client saw**: HTTP answers during the whole row (all 429 and 503 answers carried "
         "Retry-After unless the row says otherwise).",
         "",
+        "- **runs**: workflow runs started (one tick in eight), as succeeded/accepted, with any "
+        "that ended otherwise or stayed open.",
+        "",
         "| fault | accepted | succeeded | other terminal | open | twice | lost | recovery "
-        "| client saw |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| client saw | runs |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         what = FAULTS[r.fault][1] if r.fault in FAULTS else "no fault (baseline)"
@@ -67,7 +78,7 @@ def write(path: Path, rows: list[Row], *, rate: float, minutes: float) -> None:
                                                                  "Retry-After)")
         lines.append(f"| **{r.fault}**: {what} | {r.accepted} | {r.succeeded} | "
                      f"{_cell(r.other)} | {_cell(r.still_open)} | {r.twice} | {r.lost} | "
-                     f"{recovery} | {saw} |")
+                     f"{recovery} | {saw} | {_runs(r.runs)} |")
     notes = [(r.fault, n) for r in rows for n in r.notes]
     if notes:
         lines += ["", "Notes from the run:", ""]
@@ -78,7 +89,7 @@ def write(path: Path, rows: list[Row], *, rate: float, minutes: float) -> None:
     lines += ["", "## Exceptions", ""]
     if exceptions:
         lines += [f"- **{r.fault}**: {sum(r.still_open.values())} open, {r.twice} twice, "
-                  f"{r.lost} lost (see the row)." for r in exceptions]
+                  f"{r.lost} lost, runs {_runs(r.runs)} (see the row)." for r in exceptions]
     else:
         lines.append("None: after every other fault all accepted jobs ended, none reached a "
                      "worker twice and none was lost.")

@@ -76,3 +76,15 @@ def test_the_report_lists_rows_known_limits_and_exceptions(tmp_path: Path):
     assert "**worker-kill**: A worker killed mid-job" in text
     assert "- **bridge-kill**: 2 open, 0 twice, 0 lost" in text
     assert "redis-pause**: 0" not in text.split("## Exceptions")[1]
+
+
+def test_workflow_runs_are_counted_by_how_they_ended():
+    load = load_with([])
+    load.runs = [Sent(at=1.0, status="200", job_id="r1"), Sent(at=2.0, status="200", job_id="r2"),
+                 Sent(at=3.0, status="200", job_id="r3"), Sent(at=4.0, status="503",
+                                                              retry_after="1")]
+    row = chaos_load.account("f", load, [], {}, Counter(), fault_at=0.0,
+                             run_ends={"r1": "succeeded", "r2": "running"})
+    assert row.runs == {"accepted": 3, "succeeded": 1, "open": 1, "lost": 1}
+    assert not row.clean and row.retry_after
+    assert chaos_report._runs(row.runs) == "1/3 (lost x1; open x1)"
