@@ -43,6 +43,32 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid`` (its leader may be gone), from /proc."""
+    members = []
+    for stat_path in glob.glob("/proc/[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            with open(stat_path) as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(Path(stat_path).parent.name))
+    return members
+
+
+def started_at(pid: int) -> float | None:
+    """When ``pid`` started (epoch seconds), from /proc; None when it is not running."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError, StopIteration):
+        return None
+
+
 def signal_all(pids: list[int], sig: int) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -3,8 +3,10 @@
 Redis and NATS are started on loopback only when nothing answers at REDIS_URL /
 NATS_URL (their Debian packages are installed when missing); the safety
 kernel, the NATS->SQS bridge and one echo worker run as background processes
-of the project venv's Python. Each has a pid file under .cordum/pids and a log
-under .cordum/logs; stop_process() stops only what such a pid file names.
+of the project venv's Python, each under a supervisor (supervisor.py) that
+restarts it when it exits. Each has a pid file under .cordum/pids (for our
+services it names the supervisor) and a log under .cordum/logs; stop_process()
+stops only what such a pid file names, with its process group.
 
 Used by stack.py, which orchestrates ``make up`` / ``make down``.
 """
@@ -23,7 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from processes import alive, answers, tail  # localstack/processes.py
+from processes import alive, answers, group_members, tail  # localstack/processes.py
+from supervisor import read_state  # localstack/supervisor.py
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / ".cordum"
@@ -33,6 +36,9 @@ LOGS = STATE / "logs"
 SAFETY_KERNEL_ADDR = "127.0.0.1:50051"
 SERVICES = ("safety-kernel", "bridge", "echo-worker")
 """Our long-running processes, in start order (stopped in reverse)."""
+SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
+START_CHECK_S = 1.0
+"""A service still on its first child this long after its start did not exit at start."""
 
 
 # ---------------------------------------------------------------- output
@@ -61,12 +67,17 @@ def pid_file(name: str) -> Path:
 
 
 
-def read_pid(name: str) -> int | None:
+def recorded_pid(name: str) -> int | None:
+    """The pid in ``name``'s pid file, running or not."""
     try:
-        pid = int(pid_file(name).read_text().strip())
+        return int(pid_file(name).read_text().strip())
     except (OSError, ValueError):
         return None
-    return pid if alive(pid) else None
+
+
+def read_pid(name: str) -> int | None:
+    pid = recorded_pid(name)
+    return pid if pid is not None and alive(pid) else None
 
 
 def spawn(name: str, argv: list[str], env: dict[str, str]) -> int:
@@ -87,9 +98,13 @@ def spawn(name: str, argv: list[str], env: dict[str, str]) -> int:
 
 
 def stop_process(name: str, timeout: float = 10.0) -> bool:
-    pid = read_pid(name)
+    """SIGTERM, then SIGKILL after ``timeout``, to the process group of ``name``'s pid file:
+    the process (started in a session of its own) and what it started that stayed in its
+    group, as a supervisor's child does; also when the leader itself is already gone.
+    False when nothing of it ran."""
+    pid = recorded_pid(name)
     pid_file(name).unlink(missing_ok=True)
-    if pid is None:
+    if pid is None or not (alive(pid) or group_members(pid)):
         return False
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
         try:
@@ -98,7 +113,7 @@ def stop_process(name: str, timeout: float = 10.0) -> bool:
             return True
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if not alive(pid):
+            if not alive(pid) and not group_members(pid):
                 return True
             try:
                 os.waitpid(pid, os.WNOHANG)
@@ -215,13 +230,29 @@ def start_services(values: dict[str, str], outputs: dict[str, str]) -> None:
             step(f"starting {name}")
         spawn(
             name,
-            argv[name],
+            [py, str(SUPERVISOR), "--name", name, "--", *argv[name]],
             {**env, "WORKER_ID": echo_worker_id()} if name == "echo-worker" else env,
         )
-    time.sleep(1.0)
+    time.sleep(START_CHECK_S)
     for name in SERVICES:
-        if read_pid(name) is None:
-            fail(f"{name} exited at start; last log lines:\n{tail(LOGS / f'{name}.log')}")
+        if not running_first_child(name):
+            again = " (restarted with backoff until `make down`)" if read_pid(name) else ""
+            fail(f"{name} exited at start{again}; last log lines:\n"
+                 f"{tail(LOGS / f'{name}.log')}")
+
+
+def running_first_child(name: str) -> bool:
+    """Whether the supervisor our pid file names still runs ``name``'s first child."""
+    supervisor_pid = read_pid(name)
+    state = read_state(name)
+    return (
+        state is not None
+        and supervisor_pid is not None
+        and state.supervisor_pid == supervisor_pid
+        and state.child_pid is not None
+        and alive(state.child_pid)
+        and state.restarts == 0
+    )
 
 
 def echo_worker_id() -> str:

@@ -4,8 +4,10 @@
 Redis and NATS (only when nothing answers at REDIS_URL / NATS_URL), LocalStack
 in host mode with the project's Lambda executor, the cordum layer, the CDK app
 deployed with cdklocal, then the safety kernel, the NATS->SQS bridge and one
-echo worker as background processes, and finally a demo job over HTTP.
-``down`` stops what ``up`` started (pid files under .cordum/pids) and nothing else.
+echo worker as background processes, each under a supervisor that restarts it
+when it exits, and finally a demo job over HTTP. ``status`` shows every process,
+its restarts and its last exit. ``down`` stops what ``up`` started (pid files
+under .cordum/pids) and nothing else.
 
 Runs under the project venv's Python; LocalStack and the CDK CLI live in
 their own cached environments (localstack/launcher.py, infra/cdk/deploy.py).
@@ -28,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "localstack"), str(ROOT / "infra" / "cdk")]
 
 import launcher  # noqa: E402  (localstack/launcher.py)
+import process_status  # noqa: E402  (localstack/process_status.py)
 from processes import tail  # noqa: E402  (localstack/processes.py)
 from services import (  # noqa: E402  (localstack/services.py)
     LOGS,
@@ -285,7 +288,9 @@ def main(argv: list[str] | None = None) -> None:
     p_up.add_argument("--no-demo", action="store_true")
     sub.add_parser("down", help="stop everything `up` started")
     sub.add_parser("services", help="make sure Redis and NATS answer (start them if not)")
-    sub.add_parser("status", help="exit 0 when the stack is up")
+    p_status = sub.add_parser(
+        "status", help="each process, its restarts and last exit; exit 0 when all run")
+    p_status.add_argument("--json", action="store_true", help="machine-readable")
     sub.add_parser("demo", help="submit the demo job to the running stack")
     p_e2e = sub.add_parser(
         "e2e", help="run pytest on the stack, bringing it up (and down) when it is not up already"
@@ -300,10 +305,12 @@ def main(argv: list[str] | None = None) -> None:
         ensure_redis(os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL)
         ensure_nats(os.environ.get("NATS_URL") or DEFAULT_NATS_URL)
     elif args.cmd == "status":
-        running = {n: bool(read_pid(n)) for n in SERVICES}
-        running["localstack"] = launcher.is_running()
-        print(json.dumps(running))
-        raise SystemExit(0 if all(running.values()) else 1)
+        rows = process_status.collect(launcher.status())
+        if args.json:
+            print(json.dumps(process_status.as_json(rows), indent=2))
+        else:
+            print(process_status.table(rows))
+        raise SystemExit(0 if all(row.running for row in rows) else 1)
     elif args.cmd == "e2e":
         raise SystemExit(e2e(args.pytest_args))
     elif args.cmd == "demo":
