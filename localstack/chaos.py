@@ -98,15 +98,11 @@ def read_outputs() -> dict[str, str]:
 
 def child_pid(name: str) -> int:
     """The current process of a supervised service (its supervisor's state file)."""
-    import json
+    import supervisor
 
-    path = STATE / "supervisor" / f"{name}.json"
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return 0
-    pid = doc.get("child_pid") or doc.get("child") or 0
-    return int(pid) if pid and chaos_faults.alive(int(pid)) else 0
+    state = supervisor.read_state(name)
+    pid = state.child_pid if state is not None else None
+    return pid if pid and chaos_faults.alive(pid) else 0
 
 
 def run_fault(name: str, target: chaos_faults.Target, rate: float) -> chaos_load.Row:

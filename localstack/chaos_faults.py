@@ -135,6 +135,8 @@ def worker_kill(t: Target) -> list[str]:
 def kernel_slow(t: Target) -> list[str]:
     """The kernel stops answering for a while: every check runs past its deadline."""
     pid = t.child_pid("safety-kernel")
+    if not pid:
+        raise RuntimeError("safety-kernel is not running: nothing to slow down")
     os.kill(pid, signal.SIGSTOP)
     try:
         time.sleep(PAUSE_S)
