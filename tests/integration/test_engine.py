@@ -734,6 +734,37 @@ def test_a_lock_that_expires_mid_operation_lets_the_replayer_finish_the_job(harn
     assert a_outcome.action == "noop" and got == 1
 
 
+def test_a_retrying_job_is_dispatched_again_by_the_replayer_as_another_attempt(harness):
+    """A worker's FAILED_RETRYABLE leaves the job RETRYING; the replayer drives it again
+    (the chaos suite found jobs left there for good after a Redis restart)."""
+    from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
+
+    loop, h = harness
+    job_id = f"job-{h.unique}"
+    replayer = PendingReplayer(h.engine, OwnJobs(h.redis, h.unique),
+                               ReplayerPolicy(pending_age_s=0.0))
+
+    async def scenario():
+        await h.add_worker()
+        await h.engine.handle_request(h.request())
+        await h.engine.handle_result(h.result(protocol.JobStatus.JOB_STATUS_FAILED_RETRYABLE))
+        before = await h.state()
+        tried = int(await h.redis.hget(f"job:meta:{job_id}", "attempts") or 0)
+        nc, sub = await listen(protocol.direct_subject(h.worker_id))
+        report = await replayer.tick()
+        got = sum(protocol.decode(msg.data).packet.job_request.job_id == job_id
+                  for msg in await delivered(nc, sub))
+        await nc.close()
+        attempts = int(await h.redis.hget(f"job:meta:{job_id}", "attempts") or 0)
+        return before, report, got, attempts - tried
+
+    before, report, got, more_attempts = loop.run_until_complete(scenario())
+    assert before == "RETRYING"
+    assert report.replayed == {"RETRYING": 1} and got == 1
+    assert loop.run_until_complete(h.state()) == "RUNNING"
+    assert more_attempts >= 1  # the replay counted (toward max_scheduling_retries)
+
+
 def test_fatal_failure_in_a_workflow_publishes_the_recorded_compensation(harness):
     """Case 21: step 1 of wf succeeds (its compensation is recorded from the stored
     request), step 2 fails fatally -> the compensation job goes out on sys.job.submit."""

@@ -117,6 +117,17 @@ def test_approved_and_scheduled_jobs_are_replayed_waiting_approvals_are_not(env)
     assert report.not_approved == 1
 
 
+def test_a_job_its_worker_asked_to_retry_is_driven_again_not_left_retrying(env):
+    # A worker's FAILED_RETRYABLE leaves the job RETRYING; nothing else would ever move it.
+    retrying = env.job("retrying", JobState.RETRYING)
+    fresh = env.job("fresh-retry", JobState.RETRYING, age_min=None)
+    engine = RecordingEngine()
+    report = env.tick(engine)
+    assert [c[0] for c in engine.calls] == [retrying]
+    assert fresh not in [c[0] for c in engine.calls]
+    assert report.replayed == {"RETRYING": 1}
+
+
 def test_retry_after_from_one_job_does_not_stop_the_scan(env):
     # Given two old PENDING jobs, the older of which the engine cannot take now
     first = env.job("first", age_min=9)

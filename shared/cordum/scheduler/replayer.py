@@ -2,7 +2,10 @@
 
 A job stays PENDING when no worker could take it (the request was acked), and
 SCHEDULED when a dispatch broke off; an approved job may be left in
-APPROVAL_REQUIRED. Approved means what the approve endpoint recorded in the
+APPROVAL_REQUIRED; a job whose worker answered FAILED_RETRYABLE is RETRYING, and
+nothing else would ever move it (Cordum leaves it there: we drive it again, each
+replay counting as a scheduling attempt, so a job that is always retryable ends
+FAILED at the scheduling-retry cap). Approved means what the approve endpoint recorded in the
 job's meta, never a label of the stored request. Each tick hands the stored
 request of such jobs, older than the pending age, back to
 ``engine.handle_job_request``, which takes the job lock and decides again. One
@@ -92,11 +95,13 @@ class PendingReplayer:
         self._clock_us = clock_us
 
     async def tick(self, deadline: float | None = None) -> ReplayReport:
-        """PENDING, then approved APPROVAL_REQUIRED, then SCHEDULED jobs older than the
-        pending age. ``deadline`` (a ``time.monotonic()`` instant) ends the pass early."""
+        """PENDING, then approved APPROVAL_REQUIRED, then SCHEDULED, then RETRYING jobs
+        older than the pending age. ``deadline`` (a ``time.monotonic()`` instant) ends the
+        pass early."""
         report = ReplayReport()
         cutoff = self._clock_us() - int(self.policy.pending_age_s * 1_000_000)
-        for state in (JobState.PENDING, JobState.APPROVAL_REQUIRED, JobState.SCHEDULED):
+        for state in (JobState.PENDING, JobState.APPROVAL_REQUIRED, JobState.SCHEDULED,
+                      JobState.RETRYING):
             await self._replay(state, cutoff, deadline, report)
             if report.stopped_early:
                 break
