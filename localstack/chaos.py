@@ -12,8 +12,9 @@ reached a worker twice (the echo worker's receipts file), accepted jobs the stor
 lost, the time to the first success after the fault, and what clients saw.
 
 The stack's config is a copy of ``config/`` with shorter reconciler timeouts (a job
-left RUNNING by a killed worker times out after 30 s instead of 15 minutes), so a
-run ends in minutes. Like ``make bench`` it is not part of ``make test``.
+left RUNNING by a killed worker times out after 200 s instead of 15 minutes; PENDING
+jobs are re-driven after 30 s), so a run ends in about a quarter of an hour. Like
+``make bench`` it is not part of ``make test``.
 
     python localstack/chaos.py [--rate 4] [--faults redis-pause,bridge-kill] [--out F]
 """
@@ -27,6 +28,7 @@ import socket
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,12 +44,25 @@ CHAOS = STATE / "chaos"
 RECEIPTS = CHAOS / "receipts.txt"
 WARMUP_S = 5.0
 AFTER_S = 15.0
+"""Load after the fault; the kernel faults get LONG_AFTER_S: the gateway's circuit
+breaker, opened by the failed checks, refuses for its 30 s before it asks again."""
+LONG_AFTER_S = 40.0
 SETTLE_S = 150.0
-"""How long accepted jobs may take to end after the load stops (a killed worker's jobs
-need the 30 s running timeout and a reconciler tick)."""
+"""How long accepted jobs may take to end after the load stops."""
+LONG_SETTLE_S = 300.0
+"""For the faults that lose a Lambda's batch or a worker's jobs: the batch comes back
+after the queue's visibility timeout (6 x 30 s), a dead worker's jobs time out after
+the running timeout below."""
+FIRST_LOOK_S = 60.0
+"""How long a fault's jobs are waited for before the next fault goes in; what is still
+open then is looked at again after each later fault, up to its own wait."""
+SLOW_TO_END = frozenset({"worker-kill", "lambda-kill", "all-together"})
+KERNEL_FAULTS = frozenset({"kernel-kill", "kernel-slow", "all-together"})
 WORKFLOW_ID = "chaos-fan"
-RECONCILER = {"dispatch_timeout_seconds": 30, "running_timeout_seconds": 30,
+RECONCILER = {"dispatch_timeout_seconds": 30, "running_timeout_seconds": 200,
               "scan_interval_seconds": 10}
+"""The running timeout stays above the result queue's 180 s visibility timeout, as the
+shipped 900 s does, so a result redelivered after a killed Lambda still counts."""
 
 
 def free_port() -> int:
@@ -105,7 +120,26 @@ def child_pid(name: str) -> int:
     return pid if pid and chaos_faults.alive(pid) else 0
 
 
-def run_fault(name: str, target: chaos_faults.Target, rate: float) -> chaos_load.Row:
+@dataclass
+class Trial:
+    """One fault's load, waiting for its jobs to end."""
+
+    name: str
+    load: chaos_load.Load
+    extra: list[str]
+    fault_at: float
+    receipts_from: int
+    notes: list[str]
+    ends_by: float
+    """When its jobs have had long enough (the wait runs past later faults)."""
+
+    @property
+    def job_ids(self) -> list[str]:
+        return [s.job_id for s in self.load.accepted()] + self.extra
+
+
+def run_fault(name: str, target: chaos_faults.Target, rate: float) -> Trial:
+    """The load, the fault, more load; the jobs are left to end (see :func:`finish`)."""
     fault, _ = chaos_faults.FAULTS.get(name, (None, ""))
     target.notes = []
     before = chaos_load.line_count(RECEIPTS)
@@ -123,18 +157,32 @@ def run_fault(name: str, target: chaos_faults.Target, rate: float) -> chaos_load
             step(f"{name}: injecting")
             extra = fault(target)
     finally:
-        time.sleep(AFTER_S)
+        time.sleep(LONG_AFTER_S if name in KERNEL_FAULTS else AFTER_S)
         load.stop()
-    ids = [s.job_id for s in load.accepted()] + extra
-    step(f"{name}: {len(ids)} jobs accepted; waiting for each to end")
-    ends, run_ends = chaos_load.settle(target.redis_client, ids, SETTLE_S,
-                                       progress=lambda text: step(f"{name}: {text}"),
-                                       run_ids=load.accepted_runs())
-    row = chaos_load.account(name, load, extra, ends, chaos_load.receipts(RECEIPTS, before),
-                             fault_at, run_ends)
-    row.notes = list(target.notes)
-    step(f"{name}: {row.succeeded}/{row.accepted} succeeded, {sum(row.still_open.values())} "
-         f"open, {row.twice} twice, {row.lost} lost, client saw {row.client_saw}")
+    wait = LONG_SETTLE_S if name in SLOW_TO_END else SETTLE_S
+    trial = Trial(name, load, extra, fault_at, before, list(target.notes), time.time() + wait)
+    step(f"{name}: {len(trial.job_ids)} jobs and {len(load.accepted_runs())} runs accepted")
+    return trial
+
+
+def finish(trial: Trial, target: chaos_faults.Target, *, until: float) -> chaos_load.Row | None:
+    """The trial's row once its jobs and runs ended (waiting at most until ``until``, a
+    ``time.time()`` instant); None while some are still open and it may wait longer."""
+    ends, run_ends = chaos_load.settle(
+        target.redis_client, trial.job_ids, max(0.0, until - time.time()),
+        progress=lambda text: step(f"{trial.name}: {text}"),
+        run_ids=trial.load.accepted_runs())
+    row = chaos_load.account(trial.name, trial.load, trial.extra, ends,
+                             chaos_load.receipts(RECEIPTS, trial.receipts_from),
+                             trial.fault_at, run_ends)
+    if not row.clean and time.time() < trial.ends_by:
+        step(f"{trial.name}: {sum(row.still_open.values())} jobs still open; "
+             "looked at again after the next faults")
+        return None
+    row.notes = trial.notes
+    step(f"{trial.name}: {row.succeeded}/{row.accepted} succeeded, "
+         f"{sum(row.still_open.values())} open, {row.twice} twice, {row.lost} lost, "
+         f"client saw {row.client_saw}")
     return row
 
 
@@ -176,10 +224,27 @@ def main(argv: list[str] | None = None) -> None:
                                   {"id": WORKFLOW_ID, **chaos_load.WORKFLOW})
         if status != 201:
             fail(f"saving the load's workflow answered {status}: {body}")
-        for name in ["baseline", *names]:
-            rows.append(run_fault(name, target, args.rate))
-            chaos_report.write(Path(args.out), rows, rate=args.rate,
-                               minutes=(time.monotonic() - started) / 60)
+        order = ["baseline", *names]
+        waiting: list[Trial] = []
+        for name in order:
+            trial = run_fault(name, target, args.rate)
+            row = finish(trial, target, until=time.time() + FIRST_LOOK_S)
+            if row is None:
+                waiting.append(trial)
+            else:
+                rows.append(row)
+            for earlier in [t for t in waiting if t is not trial]:
+                row = finish(earlier, target, until=time.time())
+                if row is not None:
+                    waiting.remove(earlier)
+                    rows.append(row)
+        for trial in waiting:
+            row = finish(trial, target, until=trial.ends_by)
+            assert row is not None
+            rows.append(row)
+        rows.sort(key=lambda r: order.index(r.fault))
+        chaos_report.write(Path(args.out), rows, rate=args.rate,
+                           minutes=(time.monotonic() - started) / 60)
     finally:
         stack.down()
         nats.stop()

@@ -133,10 +133,19 @@ def states(redis: Any, job_ids: list[str]) -> dict[str, tuple[str, str]]:
         chunk = job_ids[i:i + 500]
         pipe = redis.pipeline(transaction=False)
         for job_id in chunk:
-            pipe.hmget(meta_key(job_id), "state", "failure_reason")
-        for job_id, (state, reason) in zip(chunk, pipe.execute(), strict=True):
-            out[job_id] = ((state or b"").decode(), (reason or b"").decode())
+            pipe.hmget(meta_key(job_id), "state", "failure_reason", "output_safety")
+        for job_id, (state, reason, output) in zip(chunk, pipe.execute(), strict=True):
+            out[job_id] = ((state or b"").decode(), (reason or b"").decode()
+                           or _output_reason(output))
     return out
+
+
+def _output_reason(raw: bytes | None) -> str:
+    """A quarantined job's reason: the output decision's, stored as JSON."""
+    try:
+        return str(json.loads(raw).get("reason") or "") if raw else ""
+    except (ValueError, AttributeError):
+        return ""
 
 
 def run_statuses(redis: Any, run_ids: list[str]) -> dict[str, str]:
