@@ -124,19 +124,32 @@ class Load:
         return [s.job_id for s in self.runs if s.status == "200" and s.job_id]
 
 
-def states(redis: Any, job_ids: list[str]) -> dict[str, tuple[str, str]]:
-    """job id -> (state, failure reason) as the job store holds them ('' when absent)."""
+@dataclass(frozen=True, slots=True)
+class End:
+    """A job as the store holds it: its state, the reason it failed, and when it last
+    changed (unix s; for a terminal job, when it ended)."""
+
+    state: str = ""
+    reason: str = ""
+    at: float = 0.0
+
+
+def states(redis: Any, job_ids: list[str]) -> dict[str, End]:
+    """job id -> its :class:`End` (an empty one when the store does not know the job)."""
     from cordum.store.jobs import meta_key
 
-    out: dict[str, tuple[str, str]] = {}
+    out: dict[str, End] = {}
     for i in range(0, len(job_ids), 500):
         chunk = job_ids[i:i + 500]
         pipe = redis.pipeline(transaction=False)
         for job_id in chunk:
-            pipe.hmget(meta_key(job_id), "state", "failure_reason", "output_safety")
-        for job_id, (state, reason, output) in zip(chunk, pipe.execute(), strict=True):
-            out[job_id] = ((state or b"").decode(), (reason or b"").decode()
-                           or _output_reason(output))
+            pipe.hmget(meta_key(job_id), "state", "failure_reason", "output_safety",
+                       "updated_at")
+        for job_id, (state, reason, output, updated) in zip(chunk, pipe.execute(),
+                                                            strict=True):
+            out[job_id] = End((state or b"").decode(),
+                              (reason or b"").decode() or _output_reason(output),
+                              int(updated or 0) / 1_000_000)
     return out
 
 
@@ -163,14 +176,14 @@ def run_statuses(redis: Any, run_ids: list[str]) -> dict[str, str]:
 
 def settle(redis: Any, job_ids: list[str], timeout_s: float, progress: Any = None,
            run_ids: list[str] | None = None,
-           ) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+           ) -> tuple[dict[str, End], dict[str, str]]:
     """Waits until every job and run is terminal (or the time is up); their ends."""
     deadline = time.monotonic() + timeout_s
     last_report = 0.0
     while True:
         ends = states(redis, job_ids)
         runs = run_statuses(redis, run_ids or [])
-        open_ = [j for j, (state, _) in ends.items() if state not in TERMINAL]
+        open_ = [j for j, end in ends.items() if end.state not in TERMINAL]
         open_runs = [r for r, status in runs.items() if status not in RUN_TERMINAL]
         if (not open_ and not open_runs) or time.monotonic() >= deadline:
             return ends, runs
@@ -206,6 +219,7 @@ class Row:
     lost: int
     """Accepted jobs the store does not know at all."""
     recovery_s: float | None
+    """From the fault to the end of the first job sent after it that succeeded."""
     client_saw: dict[str, int]
     retry_after: bool
     """Every 503 and 429 carried Retry-After."""
@@ -220,7 +234,7 @@ class Row:
 
 
 def account(fault: str, load: Load | None, extra_ids: list[str],
-            ends: dict[str, tuple[str, str]], seen: Counter[str], fault_at: float,
+            ends: dict[str, End], seen: Counter[str], fault_at: float,
             run_ends: dict[str, str] | None = None) -> Row:
     """One RELIABILITY.md row from the load (if any), extra jobs the fault made itself,
     their ends and the worker's receipts."""
@@ -230,17 +244,18 @@ def account(fault: str, load: Load | None, extra_ids: list[str],
     still_open: Counter[str] = Counter()
     lost = 0
     for job_id in accepted:
-        state, reason = ends.get(job_id, ("", ""))
+        end = ends.get(job_id, End())
+        state, reason = end.state, end.reason
         if not state:
             lost += 1
         elif state not in TERMINAL:
             still_open[state] += 1
         elif state != "SUCCEEDED":
             other[f"{state}: {reason or 'no reason'}"] += 1
-    succeeded = sum(1 for j in accepted if ends.get(j, ("",))[0] == "SUCCEEDED")
+    succeeded = sum(1 for j in accepted if ends.get(j, End()).state == "SUCCEEDED")
     twice = sum(1 for j in accepted if seen.get(j, 0) > 1)
-    after = sorted(s.at for s in sent if s.at >= fault_at and s.status == "200"
-                   and ends.get(s.job_id, ("",))[0] == "SUCCEEDED")
+    after = sorted(ends[s.job_id].at for s in sent if s.at >= fault_at and s.status == "200"
+                   and ends.get(s.job_id, End()).state == "SUCCEEDED")
     refused = [s for s in sent + (load.runs if load is not None else [])
                if s.status in ("429", "503")]
     runs: Counter[str] = Counter()

@@ -76,8 +76,8 @@ def write(path: Path, rows: list[Row], *, rate: float, minutes: float) -> None:
         "wait goes on while the next faults run);",
         "- **twice**: accepted jobs the worker received more than once (its receipts file);",
         "- **lost**: accepted jobs the job store does not know;",
-        "- **recovery**: from the fault to the sending of the first job that was accepted "
-        "and succeeded;",
+        "- **recovery**: from the fault to the end of the first job sent after it that "
+        "succeeded;",
         "- **client saw**: HTTP answers during the whole row (all 429 and 503 answers carried "
         "Retry-After unless the row says otherwise).",
         "",

@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT / "localstack"))
 
 import chaos_load  # noqa: E402
 import chaos_report  # noqa: E402
-from chaos_load import Load, Sent  # noqa: E402
+from chaos_load import End, Load, Sent  # noqa: E402
 
 
 def load_with(sent: list[Sent]) -> Load:
@@ -30,8 +30,8 @@ def test_a_row_counts_ends_duplicates_losses_recovery_and_answers():
         Sent(at=14.0, status="200", job_id="d"),
         Sent(at=15.0, status="timeout"),
     ])
-    ends = {"a": ("SUCCEEDED", ""), "b": ("TIMEOUT", "running timeout"),
-            "c": ("RUNNING", ""), "x": ("SUCCEEDED", "")}
+    ends = {"a": End("SUCCEEDED", "", 10.5), "b": End("TIMEOUT", "running timeout", 40.0),
+            "c": End("RUNNING", "", 13.1), "x": End("SUCCEEDED", "", 12.0)}
     row = chaos_load.account("f", load, ["x"], ends, Counter({"a": 2, "d": 1}), fault_at=11.5)
     assert (row.accepted, row.succeeded) == (5, 2)  # a, b, c, d and the fault's own x
     assert row.other == {"TIMEOUT: running timeout": 1}
@@ -42,12 +42,16 @@ def test_a_row_counts_ends_duplicates_losses_recovery_and_answers():
     assert row.retry_after and not row.clean
 
 
-def test_recovery_is_the_first_success_sent_after_the_fault_and_refusals_need_retry_after():
+def test_recovery_ends_with_the_first_job_sent_after_the_fault_that_succeeded():
     load = load_with([Sent(at=5.0, status="200", job_id="a"), Sent(at=7.0, status="429"),
-                      Sent(at=9.5, status="200", job_id="b")])
-    ends = {"a": ("SUCCEEDED", ""), "b": ("SUCCEEDED", "")}
-    row = chaos_load.account("f", load, [], ends, Counter({"a": 1, "b": 1}), fault_at=6.0)
-    assert row.recovery_s == 3.5 and row.clean
+                      Sent(at=6.5, status="200", job_id="b"), Sent(at=9.5, status="200",
+                                                                   job_id="c")])
+    # b was sent during the fault and ended at 70 s; c, sent later, ended first.
+    ends = {"a": End("SUCCEEDED", "", 6.2), "b": End("SUCCEEDED", "", 70.0),
+            "c": End("SUCCEEDED", "", 21.0)}
+    row = chaos_load.account("f", load, [], ends, Counter({"a": 1, "b": 1, "c": 1}),
+                             fault_at=6.0)
+    assert row.recovery_s == 15.0 and row.clean
     assert not row.retry_after
 
 
