@@ -195,11 +195,18 @@ def settle(redis: Any, job_ids: list[str], timeout_s: float, progress: Any = Non
 
 
 def receipts(path: Path, since_line: int = 0) -> Counter[str]:
-    """How many times each job id reached the worker (lines after ``since_line``)."""
+    """How many times each job id reached the worker unasked (lines after
+    ``since_line``): each delivery counts, less the retries the worker itself asked for
+    (a ``<job id> retry`` line, written when it answered FAILED_RETRYABLE)."""
     if not path.exists():
         return Counter()
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    return Counter(line.strip() for line in lines[since_line:] if line.strip())
+    seen: Counter[str] = Counter()
+    for line in lines[since_line:]:
+        job_id, _, note = line.strip().partition(" ")
+        if job_id:
+            seen[job_id] += -1 if note == "retry" else 1
+    return seen
 
 
 def line_count(path: Path) -> int:

@@ -347,5 +347,15 @@ def test_a_receipts_file_counts_each_delivery_before_the_job_runs(tmp_path) -> N
                                   packet(trace_id="t", sender_id="s", job_request=req))
             await results.wait(2)
             assert receipts.read_text().splitlines() == [req.job_id, req.job_id]
+            # A retry the worker asks for is written down as such.
+            retry = env.job()
+            retry.labels["echo.fail"] = "retryable"
+            results = env.results_for(retry.job_id)
+            await env.nc.subscribe(SUBJECT_RESULT, cb=results.on_message)
+            await env.publish(direct_subject(env.worker_id),
+                              packet(trace_id="t", sender_id="s", job_request=retry))
+            await results.wait()
+            assert receipts.read_text().splitlines()[2:] == [retry.job_id,
+                                                             f"{retry.job_id} retry"]
 
     run(scenario())

@@ -59,8 +59,8 @@ def test_receipts_count_lines_after_a_mark(tmp_path: Path):
     path = tmp_path / "r.txt"
     path.write_text("a\nb\na\n")
     assert chaos_load.line_count(path) == 3
-    path.write_text("a\nb\na\nc\nc\n")
-    assert chaos_load.receipts(path, since_line=3) == Counter({"c": 2})
+    path.write_text("a\nb\na\nc\nc\nd\nd retry\nd\n")
+    assert chaos_load.receipts(path, since_line=3) == Counter({"c": 2, "d": 1})
     assert chaos_load.receipts(tmp_path / "missing.txt") == Counter()
 
 

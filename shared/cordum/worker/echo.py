@@ -227,14 +227,16 @@ class EchoWorker:
         self._jobs.add(task)
         task.add_done_callback(self._job_done)
 
-    def _receipt(self, job_id: str) -> None:
-        """Appends the job id to the receipts file, when one is configured (a line is
-        written whole with one write: a kill never leaves half of one)."""
+    def _receipt(self, job_id: str, note: str = "") -> None:
+        """Appends the job id to the receipts file, when one is configured: on each
+        delivery, and with ``retry`` when the worker answered FAILED_RETRYABLE (its next
+        delivery is one it asked for). A line is written whole with one write: a kill
+        never leaves half of one."""
         if not self.cfg.receipts_path:
             return
         try:
             with open(self.cfg.receipts_path, "a", encoding="utf-8") as out:
-                out.write(f"{job_id}\n")
+                out.write(f"{job_id} {note}\n" if note else f"{job_id}\n")
         except OSError as exc:
             log.warning("receipt of job %s not written: %s", job_id, exc)
 
@@ -255,6 +257,8 @@ class EchoWorker:
                 result = failed(req, JobStatus.JOB_STATUS_FAILED, "handler_failed", str(exc))
             result.worker_id = self.worker_id
             result.execution_ms = int((time.monotonic() - started) * 1000)
+            if result.status == JobStatus.JOB_STATUS_FAILED_RETRYABLE:
+                self._receipt(req.job_id, "retry")  # a next delivery is asked for
             await self._publish_result(source, result)
         finally:
             self._active -= 1
