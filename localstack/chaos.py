@@ -175,8 +175,9 @@ def finish(trial: Trial, target: chaos_faults.Target, *, until: float) -> chaos_
     row = chaos_load.account(trial.name, trial.load, trial.extra, ends,
                              chaos_load.receipts(RECEIPTS, trial.receipts_from),
                              trial.fault_at, run_ends)
-    if not row.clean and time.time() < trial.ends_by:
-        step(f"{trial.name}: {sum(row.still_open.values())} jobs still open; "
+    open_jobs, open_runs = sum(row.still_open.values()), row.runs.get("open", 0)
+    if (open_jobs or open_runs) and time.time() < trial.ends_by:
+        step(f"{trial.name}: {open_jobs} jobs and {open_runs} runs still open; "
              "looked at again after the next faults")
         return None
     row.notes = trial.notes
