@@ -23,6 +23,12 @@ KNOWN_LIMITS: dict[str, str] = {
         "(`OUTPUT_POLICY_FAIL_MODE=open` lets them through). New submits get 503 "
         "`policy_unavailable` with Retry-After until the kernel answers and the circuit "
         "breaker's 30 s have passed."),
+    "nats-restart": (
+        "A job dispatched on its worker's direct subject while NATS restarts (or while the "
+        "worker is still reconnecting) never reaches the worker: dispatch is core NATS, as in "
+        "Cordum, since CAP workers subscribe on core subjects. Such a job stays RUNNING until "
+        "the running timeout ends it TIMEOUT; none is lost or run twice. Submits and results "
+        "travel on JetStream and survive the restart."),
     "kernel-slow": (
         "As for kernel-kill: checks past their deadline count as failures, so the circuit "
         "breaker opens and output checks in that window quarantine."),
@@ -61,9 +67,9 @@ def write(path: Path, rows: list[Row], *, rate: float, minutes: float) -> None:
         f"fault injected while jobs arrived over the REST API at {rate:g} per second, on the",
         "local stack with a private Redis (AOF, fsync always) and NATS (JetStream on disk).",
         "The kernel, the bridge and the echo worker run under the stack's supervisor, which",
-        "restarts them as ECS would. Every accepted job is followed until it ends. The "
-        "reconciler runs with a 200 s running timeout and re-drives waiting jobs after "
-        "30 s (the shipped file: 900 s and 300 s), so that a run takes minutes.",
+        "restarts them as ECS would. Every accepted job is followed until it ends. The",
+        "reconciler runs with a 200 s running timeout and re-drives waiting jobs after 30 s",
+        "(the shipped file: 900 s and 300 s), so that a run takes minutes.",
         "",
         f"Commit {_commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{platform.node() or 'this machine'}; the run took {minutes:.1f} min.",
@@ -79,8 +85,8 @@ def write(path: Path, rows: list[Row], *, rate: float, minutes: float) -> None:
         "- **recovery**: from the fault to the end of the first job sent after it that "
         "succeeded;",
         "- **client saw**: HTTP answers during the whole row (all 429 and 503 answers carried "
-        "Retry-After unless the row says otherwise).",
-        "",
+        "Retry-After unless the row says otherwise); a kernel fault's recovery includes the "
+        "gateway circuit breaker's 30 s;",
         "- **runs**: workflow runs started (one tick in eight), as succeeded/accepted, with any "
         "that ended otherwise or stayed open.",
         "",
