@@ -12,9 +12,14 @@ export CORDUM_CACHE_DIR := $(CACHE)
 
 .PHONY: setup up down status demo test test-fast e2e layer synth lint bench bench-roundtrips bench-cpu chaos
 
-## setup: the project venv (cached by the hash of pyproject.toml), linked as .venv
+## setup: the project venv (cached by the hash of pyproject.toml), linked as .venv, with
+## `cordumctl` on its PATH
 setup: $(VENV)/.ok
 	@ln -sfn $(VENV) .venv
+	@# The venv is shared by every clone with the same pins, so its cordumctl runs the
+	@# library of the clone that last ran `make setup` (an editable install would keep the first).
+	@printf '#!%s\nimport sys\nsys.path.insert(0, "%s/shared")\nfrom cordumctl.app import main\nsys.exit(main())\n' \
+		'$(PY)' '$(CURDIR)' > $(VENV)/bin/cordumctl && chmod +x $(VENV)/bin/cordumctl
 
 $(VENV)/.ok:
 	@echo "==> project venv $(VENV) (first time: a few minutes; log in $(VENV).log)"
@@ -60,7 +65,7 @@ synth: setup layer
 ## lint: ruff, mypy, and the layer contract over the import graph (tests/lint/layers.py)
 lint: setup
 	@$(PY) -m ruff check shared functions localstack layers infra tests
-	@$(PY) -m mypy shared/cordum functions
+	@$(PY) -m mypy shared/cordum shared/cordumctl functions
 	@$(PY) -m pytest -q tests/lint
 
 ## bench: every budget of DESIGN.md measured beside its floor; rewrites BENCHMARKS.md

@@ -1,0 +1,111 @@
+"""``cordumctl workers`` and ``cordumctl status``: what serves the jobs, and its health."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from cordumctl.errors import ApiError, ExitCode
+from cordumctl.output import Column, Format, duration, text
+from cordumctl.session import session
+
+if TYPE_CHECKING:
+    from cordumctl.session import Session
+
+
+def _load(worker: dict[str, Any]) -> str:
+    active, most = worker.get("active_jobs"), worker.get("max_parallel_jobs")
+    jobs = f"{active if active is not None else '-'}/{most or '-'}"
+    cpu = worker.get("cpu_load")
+    return jobs + (f"  cpu {cpu:.0f}%" if isinstance(cpu, int | float) else "")
+
+
+def _heartbeat(worker: dict[str, Any]) -> str:
+    seconds = worker.get("heartbeat_age_seconds")
+    when = duration(seconds) + " ago" if isinstance(seconds, int | float) else "-"
+    return when if worker.get("online", True) else f"{when} (offline)"
+
+
+WORKER_COLUMNS = [
+    Column("WORKER", "worker_id"), Column("POOL", "pool"), Column("LOAD", _load),
+    Column("HEARTBEAT", _heartbeat), Column("CAPABILITIES", "capabilities"),
+]
+
+
+def workers(
+    ctx: typer.Context,
+    pool: Annotated[str | None, typer.Option(help="Only the workers of this pool.")] = None,
+) -> None:
+    """Workers known to the registry: pool, load (active/max jobs) and heartbeat age."""
+    s = session(ctx)
+    answer = s.client.get("/api/v1/workers") or {}
+    items = [w for w in answer.get("items") or [] if pool is None or w.get("pool") == pool]
+    s.printer.rows(items, WORKER_COLUMNS, raw={"items": items}, empty="no workers")
+
+
+def _ok(flag: Any) -> str:
+    return "[green]ok[/green]" if flag else "[red]down[/red]"
+
+
+def status(ctx: typer.Context) -> None:
+    """Health of each part: the API, Redis, NATS, the workers; for admins the circuit
+    breakers too. Exits 6 when a part is down."""
+    s = session(ctx)
+    health: dict[str, Any]
+    try:
+        health = s.client.get("/api/v1/health") or {}
+    except ApiError as exc:
+        if exc.status != 503:
+            raise
+        health = {"status": "unhealthy", "error": exc.error, "unavailable": exc.unavailable}
+    body = s.client.get("/api/v1/status") or {}
+    doc = {"health": health, "status": body}
+    healthy = (health.get("status") == "healthy"
+               and (body.get("redis") or {}).get("connected", False)
+               and (body.get("nats") or {}).get("connected", False))
+    if s.format is not Format.TABLE:
+        s.printer.data(doc)
+    else:
+        _status_table(s, health, body)
+    if not healthy:
+        raise typer.Exit(int(ExitCode.UNAVAILABLE))
+
+
+def _breaker_rows(body: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """One row per circuit breaker (admins only get them)."""
+    rows = []
+    for name, breaker in (body.get("circuit_breakers") or {}).items():
+        view = breaker if isinstance(breaker, dict) else {"state": breaker}
+        state = str(view.get("state") or "UNKNOWN")
+        look = f"[green]{state}[/green]" if state == "CLOSED" else f"[red]{state}[/red]"
+        detail = f"failures {text(view.get('failures'))}/{text(view.get('fail_threshold'))}"
+        if view.get("cooldown_remaining_ms"):
+            detail += f", cooldown {duration(view['cooldown_remaining_ms'] / 1000)}"
+        rows.append((f"breaker {name}", look, detail))
+    if "input_fail_open_total" in body:
+        rows.append(("fail-open", str(body["input_fail_open_total"]),
+                     "input checks let through while the kernel was down"))
+    return rows
+
+
+def _status_table(s: Session, health: dict[str, Any], body: dict[str, Any]) -> None:
+    redis, nats = body.get("redis") or {}, body.get("nats") or {}
+    rows = [
+        ("api", _ok(health.get("status") == "healthy"),
+         text(health.get("error") or health.get("unavailable"))),
+        ("redis", _ok(redis.get("connected")), text(redis.get("url"))),
+        ("nats", _ok(nats.get("connected")), text(nats.get("url"))),
+        ("workers", str(body.get("workers", "-")), "online"),
+        *_breaker_rows(body),
+    ]
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for header in ("PART", "STATE", "DETAIL"):
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    s.console.print(table)
+    build = body.get("build") or {}
+    s.console.print(f"[dim]version {text(build.get('version'))}, "
+                    f"up {duration(body.get('uptime_seconds'))}[/dim]")

@@ -1,0 +1,93 @@
+"""What a command works with: the client, the printer and the clock, built once per run.
+
+``main()`` may hand in a :class:`Runtime` (tests give a stub transport, a fake clock
+and consoles that write to buffers); a real run uses the defaults.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+
+from cordumctl import connection
+from cordumctl.client import ApiClient, RetryPolicy
+from cordumctl.output import Format, Printer, default_format
+
+if TYPE_CHECKING:
+    import httpx
+
+    from cordumctl.errors import ApiError
+
+
+@dataclass
+class Runtime:
+    """Everything outside the process a command touches, injectable."""
+
+    transport: httpx.BaseTransport | None = None
+    """The HTTP transport (``httpx.MockTransport`` in tests); ``None`` is the network."""
+    environ: Mapping[str, str] | None = None
+    """Where ``CORDUM_*`` are read; ``None`` is ``os.environ``."""
+    cwd: Path | None = None
+    """Where the search for ``.cordum/local.env`` starts; ``None`` is the current folder."""
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    poll_interval_s: float = 1.0
+    """How often ``watch`` asks for the job or run."""
+    console: Console | None = None
+    err_console: Console | None = None
+
+
+@dataclass
+class Options:
+    """The global flags, as given (``None`` when not given)."""
+
+    url: str | None = None
+    key: str | None = None
+    tenant: str | None = None
+    output: Format | None = None
+
+
+class Session:
+    """One command's view of the API."""
+
+    def __init__(self, runtime: Runtime, options: Options) -> None:
+        self.runtime = runtime
+        self.options = options
+        self.console = runtime.console or Console(soft_wrap=False)
+        self.err = runtime.err_console or Console(stderr=True, soft_wrap=False)
+        self.format = options.output or default_format(self.console)
+        self.printer = Printer(self.format, self.console)
+        self._client: ApiClient | None = None
+
+    @property
+    def client(self) -> ApiClient:
+        if self._client is None:
+            conn = connection.resolve(url=self.options.url, key=self.options.key,
+                                      tenant=self.options.tenant,
+                                      environ=self.runtime.environ, cwd=self.runtime.cwd)
+            self._client = ApiClient(conn, transport=self.runtime.transport,
+                                     retry=self.runtime.retry, sleep=self.runtime.sleep,
+                                     on_retry=self._retrying)
+        return self._client
+
+    def _retrying(self, error: ApiError, delay: float) -> None:
+        self.err.print(f"[yellow]{error.line()}; retrying in {delay:g}s[/yellow]", highlight=False)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+def session(ctx: typer.Context) -> Session:
+    """The session the root callback made for this run."""
+    found = ctx.find_object(Session)
+    if found is None:  # pragma: no cover - the root callback always makes one
+        raise RuntimeError("no cordumctl session in the context")
+    return found
