@@ -126,6 +126,8 @@ class WorkflowStack:
         self.runner = WorkflowRunner(self.store, self.redis, self.publisher, self.queue)
         self.applied: list[str] = []
         self.run_ids: set[str] = set()
+        self.lose_submits: set[str] = set()
+        """Job ids whose next sys.job.submit message is dropped (once each)."""
         self._nc: Any = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -149,6 +151,10 @@ class WorkflowStack:
 
     async def _on_submit(self, msg: Any) -> None:
         decoded = protocol.decode(msg.data)
+        job_id = decoded.packet.job_request.job_id if decoded.kind == "job_request" else ""
+        if job_id in self.lose_submits:  # its message lost on the way: never stored
+            self.lose_submits.discard(job_id)
+            return
         if decoded.kind == "job_request" and self.ours(decoded.packet.job_request.job_id):
             await self._retrying(self.engine.handle_request, msg.data)
 

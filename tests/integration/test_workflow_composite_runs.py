@@ -375,3 +375,33 @@ def test_the_reconciler_finds_a_lost_child_run_end_and_a_lost_item_result(stack)
     parent, fan = loop.run_until_complete(scenario())
     assert parent.steps["sub"].output == {"d": 10}
     assert fan.steps["fan"].output[0]["echo"]["sku"] == "p"
+
+
+def test_a_step_job_whose_request_was_lost_is_sent_again_and_runs_once(stack, monkeypatch):
+    """Found by make chaos: a Redis pause let the submit queue park a step's request in
+    its DLQ; the job was never stored and the run waited for ever."""
+    from cordum.workflow import lost_jobs
+    from cordum.workflow.reconciler import WorkflowReconciler
+
+    loop, s = stack
+    monkeypatch.setattr(lost_jobs, "LOST_JOB_S", 0.3)
+    definition = {"steps": {"fan": {"topic": "job.echo", "for_each": "input.items"}}}
+
+    async def scenario() -> tuple[str, Any, list[str], list[str]]:
+        run_id = await start(s, definition, {"items": ["only"]})
+        # The start is still queued: the item's first request will be lost.
+        s.lose_submits.add(f"{run_id}:fan[0]@1")
+        await settle(s, 0.5)
+        before = list(s.worker.received)
+        reconciler = WorkflowReconciler(s.runner)
+        for _ in range(3):
+            await reconciler.tick()
+            await settle(s, 0.5)
+        run = await finished(s, run_id)
+        timeline = await s.store.timeline(s.tenant, run_id) or []
+        return run_id, run, before, [e["type"] for e in timeline]
+
+    run_id, run, before, kinds = loop.run_until_complete(scenario())
+    assert before == [] and "step_job_resent" in kinds
+    assert s.worker.received == [f"{run_id}:fan[0]@1"]  # sent again, run once
+    assert run.steps["fan"].output[0]["echo"]["item"] == "only"

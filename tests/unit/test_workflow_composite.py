@@ -373,3 +373,30 @@ def test_a_dry_run_sends_no_alert_and_loop_payloads_do_not_nest():
     effects = end_child(run, wf, "loop[0]", output={"echo": {"i": 0, "loop": {"index": 0}}})
     [job] = effects.jobs
     assert job.input["loop"] == {"index": 1, "iteration": 2}
+
+
+def test_a_step_job_the_store_never_saw_is_sent_again_with_its_id_then_fails():
+    from cordum.workflow import lost_jobs
+    from cordum.workflow.outbox import to_outbox
+
+    wf = workflow({"a": {"topic": "job.a", "input": {"x": 1}},
+                   "fan": {"for_each": "input.items"}})
+    run = new_run({"items": ["p"]})
+    engine.start(run, wf, NOW)
+    jid, item = run.steps["a"].job_id, run.steps["fan"].children["fan[0]"].job_id
+    assert engine.reconcile(run, wf, {jid: "", item: ""}, at(10)).jobs == []  # not yet
+    effects = engine.reconcile(run, wf, {jid: "", item: ""}, at(lost_jobs.LOST_JOB_S + 1))
+    assert sorted(j.job_id for j in effects.jobs) == sorted([jid, item])
+    resent = {j.job_id: j for j in effects.jobs}
+    assert resent[jid].input == {"x": 1} and resent[jid].resend == 1
+    assert resent[item].env["foreach_item"] == '"p"'
+    assert "step_job_resent" in kinds(effects)
+    [entry] = [e for e in to_outbox(effects, timer_at=None) if e["job"]["job_id"] == jid]
+    assert entry["job"]["resend"] == 1
+    # a job the store knows is left alone; one never stored fails after its tries
+    assert engine.reconcile(run, wf, {jid: "RUNNING", item: "RUNNING"}, at(500)).jobs == []
+    for n in range(2, lost_jobs.LOST_JOB_TRIES + 1):
+        engine.reconcile(run, wf, {jid: "", item: "SUCCEEDED"},
+                         at(lost_jobs.LOST_JOB_S * n + 1))
+    engine.reconcile(run, wf, {jid: ""}, at(lost_jobs.LOST_JOB_S * 20))
+    assert error_code(run, "a") == "step_job_lost"

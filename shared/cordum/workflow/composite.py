@@ -202,6 +202,14 @@ def close_children(sr: StepRun, status: StepStatus, stamp: str, cancels: list[st
         child.completed_at = stamp
 
 
+def child_scope(a: Advance, parent: Step, sr: StepRun, index: int) -> dict[str, Any]:
+    """What child ``index`` of ``parent`` sees besides the run (its item, or its loop)."""
+    if parent.for_each:
+        child = (sr.children or {}).get(child_path(parent.id, index))
+        return {"item": child.item if child is not None else None}
+    return {"loop": _loop_scope(index, ordered_children(sr))}
+
+
 def with_scope(a: Advance, names: dict[str, Any], action: Callable[[], None]) -> None:
     """Runs ``action`` with ``names`` (``item``, ``loop``) in the expression scope."""
     saved = dict(a.extra)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from cordum.store.jobs import OPEN_STATES, JobState
 from cordum.store.results import result_pointer
-from cordum.workflow import composite, parallel, subworkflow
+from cordum.workflow import composite, lost_jobs, parallel, subworkflow
 from cordum.workflow.model import (
     TERMINAL_RUN,
     RunStatus,
@@ -189,6 +189,7 @@ def reconcile(run: WorkflowRun, wf: Workflow, jobs: Mapping[str, str],
             ptr = result_pointer(sr.job_id) if state == JobState.SUCCEEDED else ""
             _apply(a, path, sr.job_id, state, (outputs or {}).get(sr.job_id), ptr, None)
     reset_lost_gates(a, jobs)
+    lost_jobs.resend_lost_jobs(a, jobs)
     _fire_delays(a)
     _settle(a)
     return _effects(a)

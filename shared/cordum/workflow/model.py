@@ -84,11 +84,15 @@ class StepRun:
     skip_reason: str = ""
     gate: str = ""
     """A ``policy_gate: require_approval`` step's gate: "", ``waiting`` or ``passed``."""
+    resends: int = 0
+    """Times the current job was sent again because the job store never saw it."""
 
     def to_json(self) -> dict[str, Any]:
         out = _fields_of(self)
         if not self.gate:
             del out["gate"]
+        if not self.resends:
+            del out["resends"]
         if self.children is not None:
             out["children"] = {k: c.to_json() for k, c in self.children.items()}
         return out

@@ -72,7 +72,8 @@ def job_doc(job: StepJob) -> dict[str, Any]:
     return {"job_id": job.job_id, "step_id": job.step_id, "topic": job.topic,
             "input": job.input, "env": dict(job.env), "labels": dict(job.labels),
             "priority": job.priority, "deadline_ms": job.deadline_ms,
-            "idempotency_key": job.idempotency_key, "meta": meta, "kind": job.kind}
+            "idempotency_key": job.idempotency_key, "meta": meta, "kind": job.kind,
+            **({"resend": job.resend} if job.resend else {})}
 
 
 def context_json(doc: dict[str, Any]) -> str:
@@ -158,7 +159,10 @@ class OutboxRunner:
                 await self._publisher.publish_durable(
                     protocol.SUBJECT_SUBMIT,
                     protocol.packet(trace_id=run.id, sender_id=SENDER, job_request=req),
-                    msg_id=req.job_id)
+                    # A job sent again keeps its id (the submit path runs a job once) but
+                    # not its message id, which JetStream would drop as a duplicate.
+                    msg_id=(f"{req.job_id}#resend{entry['job']['resend']}"
+                            if entry["job"].get("resend") else req.job_id))
             elif "cancel" in entry:
                 job_id = entry["cancel"]
                 notice = protocol.JobCancel(job_id=job_id, reason=CANCEL_REASON,

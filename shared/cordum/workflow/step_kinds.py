@@ -327,6 +327,16 @@ def _dispatch(a: Advance, step: Step, sr: StepRun, payload: Any, *, approval: bo
                message="waiting for approval")
 
 
+def resend(a: Advance, step: Step, sr: StepRun) -> None:
+    """The step's current job, the same id and input, sent again: the job store never
+    saw it (its message was lost). The submit path runs a job id once, so a send that
+    was only late cannot make it run twice."""
+    approval = (step.type or "").strip().lower() == "approval"
+    _dispatch(a, step, sr, sr.input, approval=approval)
+    if a.jobs and a.jobs[-1].job_id == sr.job_id:
+        a.jobs[-1].resend = sr.resends
+
+
 def _child_env(a: Advance, path: str) -> dict[str, str]:
     """A for_each item's ``foreach_index`` / ``foreach_item``, a loop iteration's
     ``loop_index`` / ``loop_iteration`` / ``loop_previous_output``."""

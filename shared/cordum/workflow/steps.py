@@ -61,6 +61,8 @@ class StepJob:
     """``job`` for a worker step, ``approval`` for a gate."""
     definition_step: str = ""
     """The definition's step the job runs (``step_id`` is its path: ``s[2]`` for an item)."""
+    resend: int = 0
+    """0 for the first send; n for the n-th time the same job is sent again."""
 
 
 @dataclass(slots=True)
