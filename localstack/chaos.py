@@ -50,13 +50,15 @@ LONG_AFTER_S = 40.0
 SETTLE_S = 150.0
 """How long accepted jobs may take to end after the load stops."""
 LONG_SETTLE_S = 300.0
-"""For the faults that lose a Lambda's batch or a worker's jobs: the batch comes back
-after the queue's visibility timeout (6 x 30 s), a dead worker's jobs time out after
-the running timeout below."""
+"""For the faults that lose a Lambda's batch or a job on its way to a worker: the batch
+comes back after the queue's visibility timeout (6 x 30 s), a job that never reached
+(or outlived) its worker times out after the running timeout below."""
 FIRST_LOOK_S = 60.0
 """How long a fault's jobs are waited for before the next fault goes in; what is still
 open then is looked at again after each later fault, up to its own wait."""
-SLOW_TO_END = frozenset({"worker-kill", "lambda-kill", "all-together"})
+SLOW_TO_END = frozenset({"nats-restart", "worker-kill", "lambda-kill", "all-together"})
+"""Faults whose jobs may wait for a timeout or a redelivery: a direct dispatch lost in
+a NATS restart, a dead worker's jobs, a killed Lambda's batch."""
 KERNEL_FAULTS = frozenset({"kernel-kill", "kernel-slow", "all-together"})
 WORKFLOW_ID = "chaos-fan"
 RECONCILER = {"dispatch_timeout_seconds": 30, "running_timeout_seconds": 200,

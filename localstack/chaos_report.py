@@ -78,8 +78,8 @@ def write(path: Path, rows: list[Row], *, rate: float, minutes: float) -> None:
         "sent itself);",
         "- **other terminal**: accepted jobs that ended otherwise, with the stored reason;",
         "- **open**: accepted jobs not terminal when their wait ran out: 150 s after the load "
-        "stopped, 300 s after a fault that loses a Lambda's batch or a worker's jobs (the "
-        "wait goes on while the next faults run);",
+        "stopped, 300 s after a fault that can lose a Lambda's batch or a job on its way to a "
+        "worker (the wait goes on while the next faults run);",
         "- **twice**: accepted jobs the worker received more than once (its receipts file);",
         "- **lost**: accepted jobs the job store does not know;",
         "- **recovery**: from the fault to the end of the first job sent after it that "
