@@ -140,6 +140,13 @@ class Printer:
         if extra is not None:
             extra()
 
+    def outcome(self, line: str, doc: Any) -> None:
+        """What a command did: ``line`` in table mode, ``doc`` as data otherwise."""
+        if self.format is Format.TABLE:
+            self.message(line)
+        else:
+            self.data(doc)
+
     def message(self, line: str) -> None:
         """A short confirmation (``approved job ...``) in table mode; data modes get JSON."""
         self.console.print(line, highlight=False)

@@ -133,7 +133,7 @@ def _drive_for_each(a: Advance, step: Step, sr: StepRun, begin: Begin) -> bool:
     failed = next((c for _, c in children if c.status in DONE
                    and c.status != StepStatus.SUCCEEDED), None)
     if failed is not None:
-        cancelled = _cancel_children(a, step, sr, "forEach sibling failed")
+        cancelled = _cancel_children(a, sr, "forEach sibling failed")
         status = failed.status if failed.status in RECOVERABLE else StepStatus.FAILED
         error = {**(failed.error or {}), "code": "foreach_child_failed",
                  "child": failed.step_id, "cancelled": cancelled}
@@ -144,11 +144,11 @@ def _drive_for_each(a: Advance, step: Step, sr: StepRun, begin: Begin) -> bool:
         complete(a, step, sr, [c.output for _, c in children],
                  message=f"{len(children)} items")
         return True
-    return _start_children(a, step, sr, children, begin)
+    return _start_children(a, step, children, begin)
 
 
-def _start_children(a: Advance, step: Step, sr: StepRun,
-                    children: list[tuple[int, StepRun]], begin: Begin) -> bool:
+def _start_children(a: Advance, step: Step, children: list[tuple[int, StepRun]],
+                    begin: Begin) -> bool:
     """Pending children whose backoff is over start while fewer than ``max_parallel`` run."""
     limit = step.max_parallel
     active = sum(1 for _, c in children if c.status in ACTIVE)
@@ -164,7 +164,7 @@ def _start_children(a: Advance, step: Step, sr: StepRun,
     return changed
 
 
-def _cancel_children(a: Advance, step: Step, sr: StepRun, reason: str) -> int:
+def _cancel_children(a: Advance, sr: StepRun, reason: str) -> int:
     """Open children become cancelled (their jobs with them); returns how many."""
     error = {"code": "cancelled", "message": f"cancelled: {reason}"}
     return cancel_open(a, [c for _, c in ordered_children(sr)], error,

@@ -20,6 +20,7 @@ from cordum.workflow.status import NO_JOB_KINDS
 from cordum.workflow.steps import (
     StepJob,
     complete,
+    copy_value,
     fail,
     fire_delay,
     is_child,
@@ -150,10 +151,10 @@ def _storage_step(a: Advance, step: Step, sr: StepRun, payload: Any) -> None:
         parent = child
     leaf = path[-1]
     if operation == "read":
-        value = _copy(parent.get(leaf))
+        value = copy_value(parent.get(leaf))
     elif operation == "write":
-        parent[leaf] = _copy(spec.get("value"))
-        value = _copy(spec.get("value"))
+        parent[leaf] = copy_value(spec.get("value"))
+        value = copy_value(spec.get("value"))
     else:
         value = parent.pop(leaf, None)
     complete(a, step, sr, value)
@@ -169,7 +170,7 @@ def _payload(a: Advance, step: Step, sr: StepRun) -> Any:
     handler = any(other.on_error == step.id for other in a.wf.steps.values())
     error = sr.input.get("error") if handler and isinstance(sr.input, dict) else None
     try:
-        payload = (_copy(a.run.input) if step.input is None
+        payload = (copy_value(a.run.input) if step.input is None
                    else expressions.render(step.input, a.scope()))
     except expressions.ExpressionError as exc:
         fail(a, step, sr, StepStatus.FAILED,
@@ -194,7 +195,7 @@ def _extra_payload(extra: dict[str, Any]) -> dict[str, Any]:
     """``item`` and ``loop`` for a child's payload. A loop's ``previous_output`` stays
     out (templates and ``loop_previous_output`` reach it): carried in every payload, it
     would nest each iteration's output in the next."""
-    out = {k: _copy(v) for k, v in extra.items() if k != "loop"}
+    out = {k: copy_value(v) for k, v in extra.items() if k != "loop"}
     if isinstance(extra.get("loop"), dict):
         out["loop"] = {k: v for k, v in extra["loop"].items() if k != "previous_output"}
     return out
@@ -370,8 +371,3 @@ def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, separators=(",", ":"), default=str)
-
-
-def _copy(value: Any) -> Any:
-    """The run input handed to a step is a copy: a step never edits the run's."""
-    return json.loads(json.dumps(value, default=str)) if value is not None else None

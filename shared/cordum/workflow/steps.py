@@ -108,6 +108,12 @@ def job_id(run_id: str, step_path: str, attempt: int) -> str:
     return f"{run_id}:{step_path}@{attempt}"
 
 
+def copy_value(value: Any) -> Any:
+    """A JSON copy of a run value handed on (a step's input, a child run's): whoever
+    gets it never edits the run's own."""
+    return json.loads(json.dumps(value, default=str)) if value is not None else None
+
+
 def is_child(step: Step, sr: StepRun) -> bool:
     """A for_each item or a loop iteration: its state lives under its parent's
     ``children``, never in the run context, and it has no ``on_error`` of its own."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from cordum.workflow import expressions
 from cordum.workflow.model import RunStatus, StepStatus
 from cordum.workflow.status import kind_of
-from cordum.workflow.steps import complete, fail
+from cordum.workflow.steps import complete, copy_value, fail
 
 if TYPE_CHECKING:
     from cordum.workflow.definition import Step, Workflow
@@ -56,7 +56,7 @@ def begin_subworkflow(a: Advance, step: Step, sr: StepRun) -> None:
         target = expressions.render(spec.get("workflow_id"), a.scope())
         mapping = spec.get("input_mapping")
         child_input = (expressions.render(mapping, a.scope()) if mapping is not None
-                       else _copy(a.run.input))
+                       else copy_value(a.run.input))
     except expressions.ExpressionError as exc:
         _failed(a, step, sr, "subworkflow_invalid", str(exc))
         return
@@ -118,11 +118,6 @@ def _failed(a: Advance, step: Step, sr: StepRun, code: str, message: str) -> Non
            status=StepStatus.FAILED, message=message)
     fail(a, step, sr, StepStatus.FAILED, {"code": code, "message": message}, event="")
 
-
-def _copy(value: Any) -> Any:
-    import json
-
-    return json.loads(json.dumps(value, default=str)) if value is not None else None
 
 
 def child_runs(run: WorkflowRun, wf: Workflow, *, open_only: bool) -> list[str]:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cordumctl.output import Column, Format, age
+from cordumctl.output import Column, age
 from cordumctl.session import session
 
 app = typer.Typer(help="The dead-letter queue: list, retry, delete.", no_args_is_help=True)
@@ -37,10 +37,7 @@ def retry(ctx: typer.Context,
     """Submit the job again as a new job (``<id>-retry-<hex>``); prints the new id."""
     s = session(ctx)
     answer = s.client.post(f"/api/v1/dlq/{job_id}/retry") or {}
-    if s.format is Format.TABLE:
-        s.printer.message(str(answer.get("job_id", "")))
-    else:
-        s.printer.data(answer)
+    s.printer.outcome(str(answer.get("job_id", "")), answer)
 
 
 @app.command()
@@ -49,7 +46,4 @@ def delete(ctx: typer.Context,
     """Remove an entry from the DLQ (the job itself stays)."""
     s = session(ctx)
     s.client.delete(f"/api/v1/dlq/{job_id}")
-    if s.format is Format.TABLE:
-        s.printer.message(f"deleted {job_id}")
-    else:
-        s.printer.data({"job_id": job_id, "deleted": True})
+    s.printer.outcome(f"deleted {job_id}", {"job_id": job_id, "deleted": True})

@@ -89,10 +89,8 @@ def cancel(ctx: typer.Context, run_id: RunId) -> None:
     run = s.client.get(f"/api/v1/workflow-runs/{run_id}") or {}
     s.client.post(f"/api/v1/workflows/{run.get('workflow_id', '')}/runs/{run_id}/cancel")
     after = s.client.get(f"/api/v1/workflow-runs/{run_id}") or {}
-    if s.format is Format.TABLE:
-        s.printer.message(f"{run_id}  {after.get('status', '')}")
-    else:
-        s.printer.data({"run_id": run_id, "status": after.get("status")})
+    s.printer.outcome(f"{run_id}  {after.get('status', '')}",
+                      {"run_id": run_id, "status": after.get("status")})
 
 
 @app.command()
@@ -115,10 +113,7 @@ def rerun(
     if watch:
         s.err.print(f"started {new_id}", highlight=False)
         raise typer.Exit(int(watch_run(s, new_id)))
-    if s.format is Format.TABLE:
-        s.printer.message(new_id)
-    else:
-        s.printer.data(answer)
+    s.printer.outcome(new_id, answer)
 
 
 @app.command()

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from cordumctl.arguments import read_document
-from cordumctl.output import Column, Format
+from cordumctl.output import Column
 from cordumctl.session import session
 from cordumctl.watch import watch_run
 
@@ -44,10 +44,7 @@ def apply(ctx: typer.Context,
     if not isinstance(doc, dict):
         raise typer.BadParameter("a workflow definition is an object", param_hint="--file")
     answer = s.client.post("/api/v1/workflows", doc) or {}
-    if s.format is Format.TABLE:
-        s.printer.message(f"applied {answer.get('id', doc.get('id', ''))}")
-    else:
-        s.printer.data(answer)
+    s.printer.outcome(f"applied {answer.get('id', doc.get('id', ''))}", answer)
 
 
 @app.command("list")
@@ -77,10 +74,7 @@ def delete(ctx: typer.Context,
     """Delete a definition (its runs stay)."""
     s = session(ctx)
     s.client.delete(f"/api/v1/workflows/{workflow_id}")
-    if s.format is Format.TABLE:
-        s.printer.message(f"deleted {workflow_id}")
-    else:
-        s.printer.data({"id": workflow_id, "deleted": True})
+    s.printer.outcome(f"deleted {workflow_id}", {"id": workflow_id, "deleted": True})
 
 
 @app.command()
@@ -106,10 +100,7 @@ def run(
     if watch:
         s.err.print(f"started {run_id}", highlight=False)
         raise typer.Exit(int(watch_run(s, run_id)))
-    if s.format is Format.TABLE:
-        s.printer.message(run_id)
-    else:
-        s.printer.data(answer)
+    s.printer.outcome(run_id, answer)
 
 
 @app.command("dry-run")
