@@ -15,18 +15,22 @@ from rich.console import Console
 
 from cordumctl.commands import approvals, dlq, jobs, runs, system, workflows
 from cordumctl.errors import CliError, ExitCode
-from cordumctl.output import Format
+from cordumctl.output import Format, shown
 from cordumctl.session import Options, Runtime, Session
 
 HELP = """Operate Cordum from the command line: jobs, approvals, the DLQ, workers,
 health, and workflows with their runs.
 
-The API's URL, key and tenant come from --url/--key/--tenant, else CORDUM_API_URL,
-CORDUM_API_KEY and CORDUM_TENANT_ID, else the nearest .cordum/local.env (written by
-`make up`) in this folder or a parent. Output is a table on a terminal and JSON
-otherwise (--output picks). Exit codes: 0 ok, 2 usage, 3 auth, 4 not found,
-5 conflict, 6 unavailable, 7 rate limited, 8 invalid request; `watch` adds 10-15
-for how a job or run ended.
+The API's URL, key and tenant come together from one place, never mixed:
+--url/--key/--tenant, else CORDUM_API_URL, CORDUM_API_KEY and CORDUM_TENANT_ID, else
+the nearest .cordum/local.env (written by `make up`) in this folder or a parent. Giving
+any of the flags means flags only, and setting any of the variables means the
+environment only; that place must name both the URL and the key (the tenant defaults
+to `default`), so a key is never sent to a URL from somewhere else.
+
+Output is a table on a terminal and JSON otherwise (--output picks). Exit codes:
+0 ok, 2 usage, 3 auth, 4 not found, 5 conflict, 6 unavailable, 7 rate limited,
+8 invalid request; `watch` adds 10-15 for how a job or run ended.
 
 Shell completion: `cordumctl --install-completion` (bash, zsh, fish, PowerShell)."""
 
@@ -48,13 +52,15 @@ app.add_typer(runs.app, name="runs")
 def root(
     ctx: typer.Context,
     url: Annotated[str | None, typer.Option(
-        "--url", metavar="URL", help="The API's base URL (env CORDUM_API_URL).",
+        "--url", metavar="URL", help="The API's base URL (env CORDUM_API_URL); needs --key.",
         show_default=False)] = None,
     key: Annotated[str | None, typer.Option(
-        "--key", metavar="KEY", help="The API key (env CORDUM_API_KEY); never printed.",
+        "--key", metavar="KEY",
+        help="The API key (env CORDUM_API_KEY); needs --url; never printed.",
         show_default=False)] = None,
     tenant: Annotated[str | None, typer.Option(
-        "--tenant", metavar="TENANT", help="The tenant (env CORDUM_TENANT_ID, else default).",
+        "--tenant", metavar="TENANT",
+        help="The tenant (env CORDUM_TENANT_ID, else default); needs --url and --key.",
         show_default=False)] = None,
     output: Annotated[Format | None, typer.Option(
         "--output", "-o", help="table, json or yaml (default: table on a terminal, else json).",
@@ -74,7 +80,7 @@ def main(argv: Sequence[str] | None = None, runtime: Runtime | None = None) -> i
     try:
         result = app(args=args, prog_name="cordumctl", standalone_mode=False, obj=runtime)
     except CliError as exc:
-        err.print(f"cordumctl: {exc}", highlight=False, markup=False)
+        err.print(shown(f"cordumctl: {exc}"), highlight=False, soft_wrap=True)
         return int(exc.exit_code)
     except typer.Abort:
         err.print("cordumctl: aborted", highlight=False, markup=False)

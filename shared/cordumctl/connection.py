@@ -1,7 +1,10 @@
 """Where the API is and who is calling: flags, else the environment, else ``.cordum/local.env``.
 
-``make up`` writes ``.cordum/local.env`` at the repository's root; a command run anywhere
-below it finds that file by walking up from the current folder.
+The URL, the key and the tenant come together from one of these places, never mixed:
+a key goes only to a URL named in the same place. ``make up`` writes
+``.cordum/local.env`` at the repository's root; a command run anywhere below it finds that
+file by walking up from the current folder, so that file may be anyone's, and its URL
+never receives a key from the flags or the environment.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ KEY_VAR = "CORDUM_API_KEY"
 TENANT_VAR = "CORDUM_TENANT_ID"
 LOCAL_ENV = Path(".cordum") / "local.env"
 DEFAULT_TENANT = "default"
+_VARS = (URL_VAR, KEY_VAR, TENANT_VAR)
+_FLAGS = {URL_VAR: "--url", KEY_VAR: "--key"}
 
 
 @dataclass(frozen=True)
@@ -63,31 +68,43 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 def resolve(*, url: str | None = None, key: str | None = None, tenant: str | None = None,
             environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Connection:
-    """Each setting from its flag, else the environment, else the nearest local.env.
+    """The URL, key and tenant, all three from one place.
 
-    Fails with the variable's name when the URL or the key is found nowhere.
+    The flags when any of them is given (``--url`` and ``--key`` both required), else the
+    environment when it sets any of the three variables (``CORDUM_API_URL`` and
+    ``CORDUM_API_KEY`` both required), else the nearest local.env (which must name both).
+    The tenant is ``default`` when that place names none. A place that names only part
+    fails with the missing name; the file is not read when the flags or environment decide.
     """
+    if url or key or tenant:
+        return _complete({URL_VAR: url or "", KEY_VAR: key or "", TENANT_VAR: tenant or ""},
+                         "flags")
     env = os.environ if environ is None else environ
-    file_values: dict[str, str] = {}
-    file_path = find_local_env(cwd or Path.cwd())
-    if file_path is not None:
-        file_values = read_env_file(file_path)
+    if any(env.get(var) for var in _VARS):
+        return _complete(env, "environment")
+    start = cwd or Path.cwd()
+    file_path = find_local_env(start)
+    if file_path is None:
+        raise ConfigError(f"{URL_VAR} is not set: give --url and --key, set {URL_VAR} and "
+                          f"{KEY_VAR}, or run `make up` (no {LOCAL_ENV} in {start} or above)")
+    return _complete(read_env_file(file_path), str(file_path))
 
-    def pick(flag: str | None, var: str) -> tuple[str, str]:
-        if flag:
-            return flag, "flags"
-        if env.get(var):
-            return env[var], "environment"
-        if file_values.get(var):
-            return file_values[var], str(file_path)
-        return "", ""
 
-    url_value, url_from = pick(url, URL_VAR)
-    key_value, _ = pick(key, KEY_VAR)
-    tenant_value, _ = pick(tenant, TENANT_VAR)
-    if not url_value:
-        raise ConfigError(f"{URL_VAR} is not set (nor --url, nor in a {LOCAL_ENV} here or above)")
-    if not key_value:
-        raise ConfigError(f"{KEY_VAR} is not set (nor --key, nor in a {LOCAL_ENV} here or above)")
-    return Connection(url=url_value.rstrip("/"), key=key_value,
-                      tenant=tenant_value or DEFAULT_TENANT, source=url_from)
+def _complete(values: Mapping[str, str], source: str) -> Connection:
+    """The connection ``source`` names, or a one-line error saying what it leaves out."""
+    for var in (URL_VAR, KEY_VAR):
+        if values.get(var):
+            continue
+        if source == "flags":
+            raise ConfigError(f"{_FLAGS[var]} is not given: with --url, --key or --tenant, the "
+                              "URL and the key both come from flags (a key is sent only to a "
+                              "URL named in the same place)")
+        if source == "environment":
+            named = ", ".join(v for v in _VARS if values.get(v))
+            raise ConfigError(f"{var} is not set in the environment, which sets {named}: set "
+                              f"{URL_VAR} and {KEY_VAR} both, or neither (nor {TENANT_VAR}) "
+                              f"to use {LOCAL_ENV}")
+        raise ConfigError(f"{var} is not set in {source}, which must name {URL_VAR} and "
+                          f"{KEY_VAR} both (`make up` writes them)")
+    return Connection(url=values[URL_VAR].rstrip("/"), key=values[KEY_VAR],
+                      tenant=values.get(TENANT_VAR) or DEFAULT_TENANT, source=source)

@@ -2,11 +2,17 @@
 
 ``--output`` picks; without it, a terminal gets tables and a pipe gets JSON, so
 ``cordumctl jobs list | jq`` works as it is.
+
+Everything the API answers was written by someone else (a worker's result, a label, a
+policy's reason), so it is printed as text: never read as rich markup, and with its
+control characters shown as escapes (``\\x1b``) instead of reaching the terminal. Only
+the CLI's own words carry markup.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,6 +22,21 @@ from typing import Any
 import yaml
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""What a terminal could obey in text: C0 controls but tab and newline, DEL, C1 controls
+(``\\x9b`` is a CSI on its own), and the bidirectional overrides that reorder a line."""
+
+
+def printable(value: str) -> str:
+    """``value`` with each character of :data:`_CONTROL` written as its escape (``\\x1b``)."""
+    return _CONTROL.sub(lambda found: ascii(found.group())[1:-1], value)
+
+
+def shown(value: str, style: str = "") -> Text:
+    """Text from the API, or built from it, ready to print: never markup, controls escaped."""
+    return Text(printable(value), style=style)
 
 
 class Format(StrEnum):
@@ -38,8 +59,9 @@ class Column:
     """A key of the row (dots go into nested objects), or a function of the row."""
 
     def cell(self, row: dict[str, Any]) -> str:
+        """The cell as printable text (:func:`printable`)."""
         value = self.field(row) if callable(self.field) else dig(row, self.field)
-        return text(value)
+        return printable(text(value))
 
 
 def dig(doc: Any, path: str) -> Any:
@@ -100,12 +122,20 @@ class Printer:
         self.console = console or Console(soft_wrap=False)
 
     def data(self, doc: Any) -> None:
-        """The answer as it came, in JSON or YAML (a table of it is the caller's business)."""
+        """The answer as it came, in JSON or YAML (a table of it is the caller's business).
+
+        Both formats escape C0 controls; a document that would still hold a character of
+        :data:`_CONTROL` is written all in ASCII, which escapes it too and loses nothing.
+        """
         if self.format is Format.YAML:
-            self.console.out(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).rstrip(),
-                             highlight=False)
+            written = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+            if _CONTROL.search(written):
+                written = yaml.safe_dump(doc, sort_keys=False)
         else:
-            self.console.out(json.dumps(doc, indent=2, ensure_ascii=False), highlight=False)
+            written = json.dumps(doc, indent=2, ensure_ascii=False)
+            if _CONTROL.search(written):
+                written = json.dumps(doc, indent=2)
+        self.console.out(written.rstrip(), highlight=False)
 
     def rows(self, items: Sequence[dict[str, Any]], columns: Sequence[Column], *,
              raw: Any = None, empty: str = "nothing") -> None:
@@ -120,7 +150,7 @@ class Printer:
         for column in columns:
             table.add_column(column.header, overflow="fold")
         for item in items:
-            table.add_row(*(column.cell(item) for column in columns))
+            table.add_row(*(Text(column.cell(item)) for column in columns))
         self.console.print(table)
 
     def record(self, doc: dict[str, Any], fields: Iterable[Column], *,
@@ -135,18 +165,22 @@ class Printer:
         for column in fields:
             cell = column.cell(doc)
             if cell != "-":  # a field the answer leaves out is not worth a line
-                table.add_row(column.header, cell)
+                table.add_row(column.header, Text(cell))
         self.console.print(table)
         if extra is not None:
             extra()
 
-    def outcome(self, line: str, doc: Any) -> None:
+    def outcome(self, line: str | Text, doc: Any) -> None:
         """What a command did: ``line`` in table mode, ``doc`` as data otherwise."""
         if self.format is Format.TABLE:
             self.message(line)
         else:
             self.data(doc)
 
-    def message(self, line: str) -> None:
-        """A short confirmation (``approved job ...``) in table mode; data modes get JSON."""
-        self.console.print(line, highlight=False)
+    def message(self, line: str | Text) -> None:
+        """A short confirmation (``approved job ...``) in table mode; data modes get JSON.
+
+        A ``str`` is printed as :func:`shown` text; a styled line comes as a ``Text``
+        built from :func:`shown` parts.
+        """
+        self.console.print(shown(line) if isinstance(line, str) else line, highlight=False)

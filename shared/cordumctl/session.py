@@ -17,7 +17,7 @@ from rich.console import Console
 
 from cordumctl import connection
 from cordumctl.client import ApiClient, RetryPolicy
-from cordumctl.output import Format, Printer, default_format
+from cordumctl.output import Format, Printer, default_format, shown
 
 if TYPE_CHECKING:
     import httpx
@@ -78,7 +78,8 @@ class Session:
         return self._client
 
     def _retrying(self, error: ApiError, delay: float) -> None:
-        self.err.print(f"[yellow]{error.line()}; retrying in {delay:g}s[/yellow]", highlight=False)
+        self.err.print(shown(f"{error.line()}; retrying in {delay:g}s", "yellow"),
+                       highlight=False)
 
     def close(self) -> None:
         if self._client is not None:

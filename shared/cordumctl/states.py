@@ -5,7 +5,13 @@ These are the API's strings (Cordum's), spelled here because the CLI speaks only
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cordumctl.errors import ExitCode
+from cordumctl.output import shown
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 JOB_ENDINGS: dict[str, ExitCode] = {
     "SUCCEEDED": ExitCode.OK,
@@ -38,7 +44,6 @@ STATE_STYLES = {
 }
 
 
-def styled(state: str) -> str:
-    """``state`` in rich markup, coloured by what it means."""
-    style = STATE_STYLES.get(state)
-    return f"[{style}]{state}[/{style}]" if style else state
+def styled(state: str) -> Text:
+    """``state`` as printable text (it comes from the API), coloured by what it means."""
+    return shown(state, STATE_STYLES.get(state, ""))

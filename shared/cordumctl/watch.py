@@ -17,7 +17,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from cordumctl.errors import ApiError, ExitCode
-from cordumctl.output import Format, age, duration, parse_time
+from cordumctl.output import Format, age, duration, parse_time, shown
 from cordumctl.states import APPROVAL_REQUIRED, JOB_ENDINGS, RUN_ENDINGS, styled
 
 if TYPE_CHECKING:
@@ -42,13 +42,14 @@ def watch_job(s: Session, job_id: str, *, timeout_s: float | None = None,
         if state != last:
             elapsed = duration(s.runtime.clock() - started)
             if lines:
-                note = ""
+                line = Text.assemble(f"{_now()}  ", shown(job_id), "  ", styled(state),
+                                     f"  +{elapsed}")
                 if state == APPROVAL_REQUIRED:
-                    note = f"  waiting for approval: cordumctl approvals approve {job_id}"
+                    line.append(shown(f"  waiting for approval: cordumctl approvals approve "
+                                      f"{job_id}"))
                 elif state in JOB_ENDINGS and job.get("error"):
-                    note = f"  {job.get('error')}"
-                console.print(f"{_now()}  {job_id}  {styled(state)}  +{elapsed}{note}",
-                              highlight=False)
+                    line.append(shown(f"  {job.get('error')}"))
+                console.print(line, highlight=False)
             else:
                 console.out(json.dumps({"job_id": job_id, "state": state, "elapsed": elapsed,
                                         "at": datetime.now(UTC).isoformat()}), highlight=False)
@@ -56,7 +57,7 @@ def watch_job(s: Session, job_id: str, *, timeout_s: float | None = None,
         if state in JOB_ENDINGS:
             return JOB_ENDINGS[state], job
         if timeout_s is not None and s.runtime.clock() - started >= timeout_s:
-            console.print(f"still {state} after {duration(timeout_s)}", highlight=False)
+            console.print(shown(f"still {state} after {duration(timeout_s)}"), highlight=False)
             return ExitCode.WATCH_TIMEOUT, job
         s.runtime.sleep(s.runtime.poll_interval_s)
 
@@ -73,25 +74,25 @@ def step_line(step_id: str, step: dict[str, Any] | None, kind: str,
     """``approve  approval  waiting  attempt 1  12.0s`` (how long it has run, or ran)."""
     step = step or {}
     status = str(step.get("status") or "pending")
-    parts = [f"[bold]{step_id}[/bold]"]
+    parts = [shown(step_id, "bold")]
     if kind:
-        parts.append(f"[dim]{kind}[/dim]")
+        parts.append(shown(kind, "dim"))
     parts.append(styled(status))
     if step.get("attempts"):
-        parts.append(f"attempt {step['attempts']}")
+        parts.append(shown(f"attempt {step['attempts']}"))
     started, ended = parse_time(step.get("started_at")), parse_time(step.get("completed_at"))
     if started is not None:
         until = ended or now or datetime.now(UTC)
-        parts.append(duration((until - started).total_seconds()))
+        parts.append(Text(duration((until - started).total_seconds())))
     if step.get("next_attempt_at") and status not in ("succeeded", "failed"):
-        parts.append(f"retry in {_until(step['next_attempt_at'], now)}")
+        parts.append(Text(f"retry in {_until(step['next_attempt_at'], now)}"))
     if step.get("job_id") and status in ("running", "waiting"):
-        parts.append(f"[dim]job {step['job_id']}[/dim]")
+        parts.append(shown(f"job {step['job_id']}", "dim"))
     if step.get("error"):
         error = step["error"]
-        parts.append("[red]" + str(error.get("message") if isinstance(error, dict) else error)
-                     + "[/red]")
-    return Text.from_markup("  ".join(parts))
+        parts.append(shown(str(error.get("message") if isinstance(error, dict) else error),
+                           "red"))
+    return Text("  ").join(parts)
 
 
 def _until(value: Any, now: datetime | None) -> str:
@@ -105,13 +106,14 @@ def run_tree(run: dict[str, Any], definition: dict[str, Any] | None,
              now: datetime | None = None) -> Tree:
     """The run and its steps (with their children) as a tree."""
     status = str(run.get("status") or "")
-    head = (f"[bold]run {run.get('id', '')}[/bold]  {run.get('workflow_id', '')}  "
-            f"{styled(status)}  {age(run.get('started_at'), now)}")
+    took = age(run.get("started_at"), now)
     if run.get("completed_at"):
         started, ended = parse_time(run.get("started_at")), parse_time(run.get("completed_at"))
         if started and ended:
-            head = head.rsplit("  ", 1)[0] + f"  {duration((ended - started).total_seconds())}"
-    tree = Tree(Text.from_markup(head))
+            took = duration((ended - started).total_seconds())
+    tree = Tree(Text.assemble(shown(f"run {run.get('id', '')}", "bold"), "  ",
+                              shown(str(run.get("workflow_id", ""))), "  ", styled(status),
+                              f"  {took}"))
     steps = run.get("steps") or {}
     kinds = {k: str(v.get("type") or "") for k, v in ((definition or {}).get("steps") or {}).items()
              if isinstance(v, dict)}
@@ -121,11 +123,10 @@ def run_tree(run: dict[str, Any], definition: dict[str, Any] | None,
         for child_id, child in ((step or {}).get("children") or {}).items():
             branch.add(step_line(child_id, child, "", now))
     for timer in run.get("timers") or []:
-        tree.add(Text.from_markup(
-            f"[dim]timer fires in {duration((timer.get('remaining_ms') or 0) / 1000)}[/dim]"))
+        tree.add(Text(f"timer fires in {duration((timer.get('remaining_ms') or 0) / 1000)}",
+                      style="dim"))
     if run.get("error"):
-        error = run["error"]
-        tree.add(Text.from_markup("[red]" + text_of(error) + "[/red]"))
+        tree.add(shown(text_of(run["error"]), "red"))
     return tree
 
 
@@ -202,7 +203,8 @@ def _print_changes(s: Session, run: dict[str, Any], seen: dict[str, tuple[str, i
         if s.format is Format.TABLE:
             what = f"step {key}" if key else f"run {run.get('id', '')}"
             tail = f"  attempt {attempts}" if attempts > 1 else ""
-            s.console.print(f"{_now()}  {what}  {styled(status)}{tail}", highlight=False)
+            s.console.print(Text.assemble(f"{_now()}  ", shown(what), "  ", styled(status), tail),
+                            highlight=False)
         else:
             doc: dict[str, Any] = {"run_id": run.get("id"), "status": status}
             if key:

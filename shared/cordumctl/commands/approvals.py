@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from cordumctl.errors import ApiError
-from cordumctl.output import Column, Format, age, text
+from cordumctl.output import Column, Format, age, shown, text
 from cordumctl.session import session
 from cordumctl.states import styled
 
@@ -86,7 +87,7 @@ def _decide(ctx: typer.Context, job_id: str, verb: str, reason: str, note: str |
     done = "APPROVED" if verb == "approve" else "REJECTED"
     status = answer.get("status")
     extra = f" ({text(status)})" if status else ""
-    s.printer.message(f"{job_id}  {styled(done)}{extra}")
+    s.printer.message(Text.assemble(shown(job_id), "  ", styled(done), shown(extra)))
 
 
 @app.command()

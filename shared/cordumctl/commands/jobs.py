@@ -6,9 +6,10 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from cordumctl.arguments import labels, read_document, seconds
-from cordumctl.output import Column, Format, age
+from cordumctl.output import Column, Format, age, shown
 from cordumctl.session import session
 from cordumctl.states import styled
 from cordumctl.watch import watch_job
@@ -84,14 +85,15 @@ def submit(
     job_id = str(answer.get("job_id") or "")
     if not wait:
         if s.format is Format.TABLE:
-            note = ""
+            line = shown(job_id)
             if answer.get("status") == "approval_required":
-                note = f"  {styled('APPROVAL_REQUIRED')}: {answer.get('reason', '')}"
-            s.printer.message(f"{job_id}{note}")
+                line.append_text(Text.assemble("  ", styled("APPROVAL_REQUIRED"), ": ",
+                                               shown(str(answer.get("reason", "")))))
+            s.printer.message(line)
         else:
             s.printer.data(answer)
         return
-    s.err.print(f"submitted {job_id}", highlight=False)
+    s.err.print(shown(f"submitted {job_id}"), highlight=False)
     code, job = watch_job(s, job_id, timeout_s=seconds(timeout) if timeout else None,
                           to_stderr=True)
     show_job(ctx, job)
@@ -136,7 +138,8 @@ def cancel(ctx: typer.Context,
     answer = s.client.post(f"/api/v1/jobs/{job_id}/cancel") or {}
     if s.format is Format.TABLE:
         reason = f" ({answer['reason']})" if answer.get("reason") else ""
-        s.printer.message(f"{answer.get('id', job_id)}  {styled(str(answer.get('state')))}{reason}")
+        s.printer.message(Text.assemble(shown(str(answer.get("id", job_id))), "  ",
+                                        styled(str(answer.get("state"))), shown(reason)))
     else:
         s.printer.data(answer)
 

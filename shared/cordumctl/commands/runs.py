@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from cordumctl.arguments import seconds
-from cordumctl.output import Column, Format, age, text
+from cordumctl.output import Column, Format, age, shown, text
 from cordumctl.session import session
 from cordumctl.watch import definition_of, run_tree, step_order, watch_run
 
@@ -111,7 +111,7 @@ def rerun(
     answer = s.client.post(f"/api/v1/workflow-runs/{run_id}/rerun", body) or {}
     new_id = str(answer.get("run_id", ""))
     if watch:
-        s.err.print(f"started {new_id}", highlight=False)
+        s.err.print(shown(f"started {new_id}"), highlight=False)
         raise typer.Exit(int(watch_run(s, new_id)))
     s.printer.outcome(new_id, answer)
 

@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from cordumctl.errors import ApiError, ExitCode
-from cordumctl.output import Column, Format, duration, text
+from cordumctl.output import Column, Format, duration, shown, text
 from cordumctl.session import session
 
 if TYPE_CHECKING:
@@ -45,8 +46,8 @@ def workers(
     s.printer.rows(items, WORKER_COLUMNS, raw={"items": items}, empty="no workers")
 
 
-def _ok(flag: Any) -> str:
-    return "[green]ok[/green]" if flag else "[red]down[/red]"
+def _ok(flag: Any) -> Text:
+    return Text("ok", style="green") if flag else Text("down", style="red")
 
 
 def status(ctx: typer.Context) -> None:
@@ -73,31 +74,31 @@ def status(ctx: typer.Context) -> None:
         raise typer.Exit(int(ExitCode.UNAVAILABLE))
 
 
-def _breaker_rows(body: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """One row per circuit breaker (admins only get them)."""
+def _breaker_rows(body: dict[str, Any]) -> list[tuple[Text, Text, Text]]:
+    """One row per circuit breaker (admins only get them), as printable text."""
     rows = []
     for name, breaker in (body.get("circuit_breakers") or {}).items():
         view = breaker if isinstance(breaker, dict) else {"state": breaker}
         state = str(view.get("state") or "UNKNOWN")
-        look = f"[green]{state}[/green]" if state == "CLOSED" else f"[red]{state}[/red]"
+        look = shown(state, "green" if state == "CLOSED" else "red")
         detail = f"failures {text(view.get('failures'))}/{text(view.get('fail_threshold'))}"
         if view.get("cooldown_remaining_ms"):
             detail += f", cooldown {duration(view['cooldown_remaining_ms'] / 1000)}"
-        rows.append((f"breaker {name}", look, detail))
+        rows.append((shown(f"breaker {name}"), look, shown(detail)))
     if "input_fail_open_total" in body:
-        rows.append(("fail-open", str(body["input_fail_open_total"]),
-                     "input checks let through while the kernel was down"))
+        rows.append((Text("fail-open"), shown(str(body["input_fail_open_total"])),
+                     Text("input checks let through while the kernel was down")))
     return rows
 
 
 def _status_table(s: Session, health: dict[str, Any], body: dict[str, Any]) -> None:
     redis, nats = body.get("redis") or {}, body.get("nats") or {}
     rows = [
-        ("api", _ok(health.get("status") == "healthy"),
-         text(health.get("error") or health.get("unavailable"))),
-        ("redis", _ok(redis.get("connected")), text(redis.get("url"))),
-        ("nats", _ok(nats.get("connected")), text(nats.get("url"))),
-        ("workers", str(body.get("workers", "-")), "online"),
+        (Text("api"), _ok(health.get("status") == "healthy"),
+         shown(text(health.get("error") or health.get("unavailable")))),
+        (Text("redis"), _ok(redis.get("connected")), shown(text(redis.get("url")))),
+        (Text("nats"), _ok(nats.get("connected")), shown(text(nats.get("url")))),
+        (Text("workers"), shown(str(body.get("workers", "-"))), Text("online")),
         *_breaker_rows(body),
     ]
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -107,5 +108,5 @@ def _status_table(s: Session, health: dict[str, Any], body: dict[str, Any]) -> N
         table.add_row(*row)
     s.console.print(table)
     build = body.get("build") or {}
-    s.console.print(f"[dim]version {text(build.get('version'))}, "
-                    f"up {duration(body.get('uptime_seconds'))}[/dim]")
+    s.console.print(shown(f"version {text(build.get('version'))}, "
+                          f"up {duration(body.get('uptime_seconds'))}", "dim"))

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from cordumctl.arguments import read_document
-from cordumctl.output import Column
+from cordumctl.output import Column, shown
 from cordumctl.session import session
 from cordumctl.watch import watch_run
 
@@ -98,7 +98,7 @@ def run(
                            headers=headers) or {}
     run_id = str(answer.get("run_id", ""))
     if watch:
-        s.err.print(f"started {run_id}", highlight=False)
+        s.err.print(shown(f"started {run_id}"), highlight=False)
         raise typer.Exit(int(watch_run(s, run_id)))
     s.printer.outcome(run_id, answer)
 
