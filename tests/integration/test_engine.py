@@ -635,13 +635,23 @@ def test_require_approval_keeps_the_stored_job_hash(harness):
 
 def test_approval_gate_topic_completes_without_a_worker(harness):
     from cordum.safety.client import Decision, SafetyVerdict
+    from cordum.scheduler.approval import grant_record
 
     loop, h = harness
-    # The shipped policy gates it (REQUIRE_APPROVAL); once allowed (approved), no
-    # worker runs it: the scheduler completes it itself.
+    # A gate job asks a human whatever the policy says of its topic: even a kernel
+    # that allows it leaves it waiting for the approve endpoint's record.
     h.rewire(strategy=LeastLoadedStrategy(PoolsConfig(topics={})),
-             safety=ScriptedKernel(SafetyVerdict(Decision.ALLOW, "approved", "r", "s")))
+             safety=ScriptedKernel(SafetyVerdict(Decision.ALLOW, "allowed", "r", "s")))
     job_id = f"job-{h.unique}"
+    gated = loop.run_until_complete(
+        h.engine.handle_request(request_on(h, "job.cordum.approval-gate")))
+    assert (gated.action, gated.state) == ("gated", "APPROVAL_REQUIRED")
+    # Once approved (the record the approve endpoint writes), no worker runs it: the
+    # scheduler completes it itself.
+    meta = {k.decode(): v.decode() for k, v in
+            loop.run_until_complete(h.redis.hgetall(f"job:meta:{job_id}")).items()}
+    loop.run_until_complete(h.redis.hset(f"job:meta:{job_id}", mapping={
+        **grant_record(meta, "workflow-gate"), "approved_by": "approver"}))
     outcome, seen = loop.run_until_complete(collect(
         protocol.SUBJECT_RESULT,
         h.engine.handle_request(request_on(h, "job.cordum.approval-gate"))))

@@ -31,6 +31,7 @@ from cordum.store.jobs import (
     tenant_active_key,
     tenant_index_key,
 )
+from cordum.store.results import served_result_ptr
 from tests.conftest import NATS_URL, REDIS_URL
 from tests.helpers import call, event
 
@@ -592,7 +593,7 @@ def _record(phase: str, decision: str = "ALLOW", quarantined: bool = False) -> s
     ({"state": "SUCCEEDED", "result_ptr": "res:j"}, False, None),
 ])
 def test_only_a_succeeded_jobs_finally_checked_own_result_is_served(meta, policy, served):
-    assert views.served_result_ptr("j", meta, output_policy=policy) == served
+    assert served_result_ptr("j", meta, output_policy=policy) == served
     detail = views.job_detail("j", meta, "redis://res:j", {"a": 1})
     if meta["state"] != "SUCCEEDED":
         assert detail["result"] is None and detail["result_ptr"] is None

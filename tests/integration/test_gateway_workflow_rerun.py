@@ -48,7 +48,9 @@ def failed_run(api: Api, workflow_id: str) -> WorkflowRun:
         return StepRun(step_id, StepStatus.SUCCEEDED, started_at=now, completed_at=now,
                        attempts=1, output=output, job_id=f"{run_id}:{step_id}@1")
 
-    run.steps = {"fetch": ok("fetch", {"rows": 3}), "approve": ok("approve", None),
+    approved = ok("approve", None)
+    approved.input = {"city": "Oslo"}  # what the approver saw: the run's input
+    run.steps = {"fetch": ok("fetch", {"rows": 3}), "approve": approved,
                  "shape": ok("shape", {"rows": 3}), "side": ok("side", "s"),
                  "store": StepRun("store", StepStatus.FAILED, started_at=now,
                                   completed_at=now, attempts=2, job_id=f"{run_id}:store@2",
@@ -90,7 +92,8 @@ def test_a_rerun_keeps_the_upstream_steps_and_runs_the_rest_again(api):
     assert (run["rerun_of"], run["rerun_step"], run["dry_run"]) == (old.id, "store", False)
     assert run["triggered_by"] == run["created_by"] == "wes"
     assert run["labels"] == {"team": "blue"}
-    assert run["metadata"] == {"rerun_of": old.id, "rerun_step": "store"}
+    assert run["metadata"] == {"rerun_of": old.id, "rerun_step": "store",
+                               "rerun_by": run["triggered_by"]}
     assert sorted(run["steps"]) == sorted(KEPT)
     for step_id in KEPT:
         assert run["steps"][step_id] == {**old.steps[step_id].to_json(), "step_id": step_id}
@@ -165,7 +168,8 @@ def test_without_a_step_the_whole_workflow_runs_again_and_dry_run_is_marked(api)
     dry_id = rerun(api, old.id, {"from_step": "store", "dry_run": True})[1]["run_id"]
     dry = api.call("GET", f"/api/v1/workflow-runs/{dry_id}")[1]
     assert dry["dry_run"] is True and dry["labels"] == {"team": "blue", "dry_run": "true"}
-    assert dry["metadata"] == {"rerun_of": old.id, "rerun_step": "store", "dry_run": "true"}
+    assert dry["metadata"] == {"rerun_of": old.id, "rerun_step": "store", "dry_run": "true",
+                               "rerun_by": dry["triggered_by"]}
     # Rerunning the dry run for real drops its mark.
     real = api.call("GET", "/api/v1/workflow-runs/" + rerun(api, dry_id, {})[1]["run_id"])[1]
     assert real["dry_run"] is False and real["labels"] == {"team": "blue"}

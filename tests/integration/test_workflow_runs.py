@@ -420,6 +420,12 @@ def test_a_cancel_that_overtakes_its_steps_request_leaves_the_job_cancelled_and_
                               principal_id="p", workflow_id=job_id.partition(":")[0])
 
     async def scenario():
+        # the engine's record of the step job it sent (saved with its run)
+        from cordum.scheduler.jobhash import job_hash
+        from cordum.store.step_jobs import StepJobRecord, step_job_key
+
+        record = StepJobRecord(s.tenant, job_id.partition(":")[0], "work", job_hash(req))
+        await s.redis.set(step_job_key(job_id), record.to_json(), ex=600)
         # The run's cancel reaches the result path before the step's request reaches
         # the submit path (the bridge and the queues carry them apart)
         first = await s.engine.handle_result(protocol.packet(
@@ -432,6 +438,7 @@ def test_a_cancel_that_overtakes_its_steps_request_leaves_the_job_cancelled_and_
         return first, late, {k.decode(): v.decode() for k, v in meta.items()}
 
     first, late, meta = loop.run_until_complete(scenario())
+    loop.run_until_complete(s.redis.delete(f"wf:run:job:{job_id}"))
     assert first.action == "cancelled"
     assert (late.action, late.state) == ("noop", "CANCELLED")
     assert not s.worker.received  # never dispatched

@@ -266,14 +266,14 @@ def test_save_and_load_round_trip_with_outbox_jobs_and_contexts(env):
     assert unknown is None
 
 
-def test_job_mapping_takes_a_pair_with_the_step_path_second(env):
+def test_job_mapping_takes_a_pair_of_the_step_path_and_the_request_hash(env):
     wf = env.definition()
     run = env.new_run(wf)
 
     async def scenario():
         await env.create(run, wf)
         await env.store.save(run, timeline=[], outbox=None,
-                             jobs={f"{run.id}:fan[2]@1": ("fan", "fan[2]")})
+                             jobs={f"{run.id}:fan[2]@1": ("fan[2]", "hash")})
         return (await env.store.job_run(f"{run.id}:fan[2]@1"),
                 await env.store.job_run(f"{run.id}:nothing@1"))
 
@@ -521,9 +521,32 @@ def test_locked_run_takes_the_lock_and_reads_the_run_and_its_jobs_end_in_one_cal
     held, small, big, missing, missing_held, after = env.run(scenario())
     assert small.lease is not None and held == small.lease.token.encode()
     assert small.loaded is not None and small.loaded[0].id == run.id
-    assert small.job is not None and (small.job.state, small.job.result_status) == (
-        "FAILED", "FAILED_FATAL")
-    assert small.job.failure_reason == "boom" and small.job.result is None  # over 5 bytes
+    assert small.job is not None and small.job.meta == {
+        "state": "FAILED", "result_status": "FAILED_FATAL", "failure_reason": "boom"}
+    assert small.job.result is None  # over 5 bytes
     assert big.job is not None and big.job.result == b"x" * 10
+    assert big.job.record is None  # the engine never sent it
     assert (missing.lease, missing.loaded) == (None, None) and missing_held == 0
     assert after == 0  # released on exit
+
+
+def test_locked_run_reads_the_redacted_copy_a_redacted_jobs_pointer_names(env):
+    wf = env.definition()
+    run = env.new_run(wf)
+    job_id = f"{run.id}:a@1"
+
+    async def scenario():
+        await env.create(run, wf)
+        await env.store.save(run, timeline=[], outbox=None, jobs={job_id: ("a", "h1")})
+        await env.redis.hset(f"job:meta:{job_id}", mapping={
+            "state": "SUCCEEDED", "result_ptr": f"redis://res:{job_id}:redacted"})
+        await env.redis.set(f"res:{job_id}", b"secret")
+        await env.redis.set(f"res:{job_id}:redacted", b"[REDACTED]")
+        async with env.store.locked_run(run.id, job_id=job_id, max_result_bytes=100) as got:
+            pass
+        await env.redis.delete(f"job:meta:{job_id}", f"res:{job_id}", f"res:{job_id}:redacted")
+        return got
+
+    got = env.run(scenario())
+    assert got.job is not None and got.job.result == b"[REDACTED]"
+    assert got.job.record is not None and got.job.record.request_hash == "h1"

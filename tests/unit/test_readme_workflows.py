@@ -21,8 +21,12 @@ import pytest
 
 from cordum.workflow import engine, subworkflow
 from cordum.workflow.definition import Workflow, parse_workflow
+from cordum.workflow.gates import GateRecord
 from cordum.workflow.model import TERMINAL_RUN, RunStatus, StepStatus, WorkflowRun, format_time
 from cordum.workflow.step_kinds import APPROVAL_GATE_TOPIC
+
+APPROVED_GATE = GateRecord("job.cordum.approval-gate", "APPROVED", "approver", "h", "h")
+"""A gate job's approval as the approve endpoint records it (not the starter's)."""
 
 if TYPE_CHECKING:
     from cordum.workflow.steps import StepJob
@@ -151,7 +155,7 @@ CASES: dict[str, list[Case]] = {
                "input": {"order_id": "A-1005", "sku": "SKU-9", "quantity": 2},
                "output": {"label": {"text": "order A-1005: 2 x SKU-9"}},
                "metadata": {"call_stack": "orders-fulfil", "parent_run_id": RUN,
-                            "parent_step_id": "pack"}})],
+                            "parent_step_id": "pack", "root_run_id": RUN}})],
     "invoices-send": [Case(
         input={"invoice_ids": ["INV-1", "INV-2", "INV-3"]},
         outputs={"send": [answer(f"send[{i}]", {"item": f"INV-{i + 1}",
@@ -280,7 +284,7 @@ def drive(run: WorkflowRun, wf: Workflow, definitions: dict[str, Workflow],
             job = out.pop(0)
             effects = engine.on_job(run, wf, job.step_id, job.job_id, "SUCCEEDED",
                                     output=echo_worker(job), result_ptr="", error=None,
-                                    now=now)
+                                    now=now, gate=APPROVED_GATE)
         elif spawned:
             spec = spawned.pop(0)
             child = run_child(spec, definitions, trace)

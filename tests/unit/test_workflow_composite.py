@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from cordum.workflow import engine, subworkflow
+from cordum.workflow.gates import GateRecord
 from cordum.workflow.model import RunStatus, StepStatus, WorkflowRun
 from tests.unit.test_workflow_engine import (
     NOW,
@@ -20,13 +21,16 @@ from tests.unit.test_workflow_engine import (
     workflow,
 )
 
+APPROVED_GATE = GateRecord("job.cordum.approval-gate", "APPROVED", "approver", "h", "h")
+"""A gate job's approval as the approve endpoint records it (not the starter's)."""
+
 
 def end_child(run: WorkflowRun, wf: Any, path: str, state: str = "SUCCEEDED", *,
               output: Any = None, when: Any = NOW) -> engine.Effects:
     parent, _, _ = path.partition("[")
     child = (run.steps[parent].children or {})[path]
     return engine.on_job(run, wf, path, child.job_id, state, output=output,
-                         result_ptr="", error=None, now=when)
+                         result_ptr="", error=None, now=when, gate=APPROVED_GATE)
 
 
 # ---------------------------------------------------------------- for_each

@@ -9,9 +9,13 @@ import pytest
 
 from cordum.workflow import engine
 from cordum.workflow.definition import Workflow
+from cordum.workflow.gates import GateRecord
 from cordum.workflow.model import RunStatus, StepRun, StepStatus, WorkflowRun, format_time
 from cordum.workflow.retry import NO_RETRY, StepRetryPolicy
 from cordum.workflow.status import run_status
+
+APPROVED_GATE = GateRecord("job.cordum.approval-gate", "APPROVED", "approver", "h", "h")
+"""A gate job's approval as the approve endpoint records it (not the starter's)."""
 
 NOW = datetime(2026, 11, 26, 8, 0, tzinfo=UTC)
 RUN = "run-1"
@@ -38,7 +42,8 @@ def finish(run: WorkflowRun, wf: Workflow, step: str, state: str = "SUCCEEDED", 
            error: dict[str, Any] | None = None) -> engine.Effects:
     jid = run.steps[step].job_id if job_id is None else job_id
     return engine.on_job(run, wf, step, jid, state, output=output,
-                         result_ptr=f"redis://res:{jid}", error=error, now=when)
+                         result_ptr=f"redis://res:{jid}", error=error, now=when,
+                         gate=APPROVED_GATE)
 
 
 def error_code(run: WorkflowRun, step: str) -> str:

@@ -12,6 +12,7 @@ import pytest
 from cordum.workflow import engine
 from cordum.workflow.definition import Workflow
 from cordum.workflow.errors import RerunNotRunnable, RerunStepUnknown
+from cordum.workflow.gates import GateRecord
 from cordum.workflow.model import RunStatus, StepRun, StepStatus, WorkflowRun, format_time
 from cordum.workflow.rerun import build_rerun, upstream
 
@@ -97,7 +98,7 @@ def test_a_rerun_keeps_the_steps_upstream_and_runs_the_rest_again():
     assert new.idempotency_key == "" and new.total_cost == 0
     # The old run's labels, but not its dry-run mark; none of its bookkeeping.
     assert new.labels == {"team": "blue"}
-    assert new.metadata == {"rerun_of": "old", "rerun_step": "d"}
+    assert new.metadata == {"rerun_of": "old", "rerun_step": "d", "rerun_by": "bob"}
 
 
 def test_the_new_run_shares_nothing_with_the_old_one():
@@ -124,7 +125,7 @@ def test_without_a_step_the_whole_workflow_runs_again():
         new = rerun(old, wf, from_step)
         assert new.steps == {} and new.context == {"steps": {}}
         assert (new.rerun_of, new.rerun_step) == ("old", "")
-        assert new.metadata == {"rerun_of": "old"}
+        assert new.metadata == {"rerun_of": "old", "rerun_by": "bob"}
         assert new.input == old.input
 
 
@@ -133,7 +134,8 @@ def test_a_dry_rerun_is_marked_as_cordum_marks_it():
     new = rerun(old, wf, "d", dry_run=True)
     assert new.dry_run is True
     assert new.labels == {"team": "blue", "dry_run": "true"}
-    assert new.metadata == {"rerun_of": "old", "rerun_step": "d", "dry_run": "true"}
+    assert new.metadata == {"rerun_of": "old", "rerun_step": "d", "rerun_by": "bob",
+                            "dry_run": "true"}
 
 
 @pytest.mark.parametrize(("from_step", "blocker", "status"), [
@@ -197,7 +199,8 @@ def test_an_approved_gate_upstream_is_kept_and_not_asked_again():
     started = engine.start(old, wf, NOW)
     assert [j.job_id for j in started.jobs] == ["old:gate@1"]
     engine.on_job(old, wf, "gate", "old:gate@1", "SUCCEEDED", output=None,
-                  result_ptr="", error=None, now=NOW)
+                  result_ptr="", error=None, now=NOW, gate=GateRecord(
+                      "job.cordum.approval-gate", "APPROVED", "bob", "h", "h"))
     engine.on_job(old, wf, "work", "old:work@1", "FAILED_FATAL", output=None,
                   result_ptr="", error={"message": "boom"}, now=NOW)
     assert old.status == RunStatus.FAILED

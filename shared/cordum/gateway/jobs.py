@@ -18,11 +18,12 @@ from cordum.gateway import queries, submit_policy
 from cordum.gateway.errors import Conflict, Forbidden, NotFound, PolicyDenied
 from cordum.gateway.submission import announce, build_request, context_json, discard, new_job
 from cordum.gateway.submit_policy import DENIED_CODE, SubmitOutcome
-from cordum.gateway.views import job_detail, json_or_text, served_result_ptr
+from cordum.gateway.views import job_detail, json_or_text
 from cordum.metrics import METRICS
 from cordum.store.errors import StoreError
 from cordum.store.idempotency import IdempotencyKeys
 from cordum.store.jobs import JobState
+from cordum.store.results import served_result_ptr
 
 if TYPE_CHECKING:
     from cordum.bus.publisher import NatsPublisher

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
 from cordum.store.jobs import TERMINAL_STATES, JobState, decode_labels
-from cordum.store.results import is_result_pointer, redacted_pointer
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -183,36 +182,6 @@ def _first_event(events: list[tuple[int, str]], states: frozenset[str]) -> int |
 
 _RUNNING = frozenset({JobState.RUNNING.value})
 _TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
-
-
-OUTPUT_FINAL_PHASE = "async"
-"""The phase of the output decision record that ends the checks (the content scan)."""
-_WITHHELD = frozenset({"QUARANTINE", "DENY"})
-
-
-def served_result_ptr(job_id: str, meta: Mapping[str, str], *,
-                      output_policy: bool) -> str | None:
-    """The pointer whose content the API may serve as the job's result, else None.
-
-    Only a SUCCEEDED job's, once its output decision is final: the output policy
-    is off (``output_policy`` False and no decision recorded), or the content scan
-    recorded its decision (``output_safety``, written with the state). Between
-    SUCCEEDED and that record the content is unscanned. The pointer must be the
-    job's own result (or, after a REDACT, must be the redacted copy).
-    """
-    ptr = meta.get("result_ptr") or ""
-    if meta.get("state") != JobState.SUCCEEDED or not is_result_pointer(job_id, ptr):
-        return None
-    record = json_object(meta.get("output_safety"))
-    if record is None:
-        return None if output_policy else ptr
-    decision = str(record.get("decision", "")).upper()
-    if (record.get("phase") != OUTPUT_FINAL_PHASE or record.get("quarantined") is not False
-            or decision in _WITHHELD):
-        return None
-    if decision == "REDACT" and ptr != redacted_pointer(job_id):
-        return None
-    return ptr
 
 
 def job_detail(job_id: str, meta: dict[str, str], result_ptr: str | None,

@@ -26,8 +26,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.gateway import workflow_views as views
-from cordum.workflow.definition import parse_workflow
-from cordum.workflow.errors import InvalidInput, RunNotFound, WorkflowNotFound
+from cordum.workflow import json_schemas
+from cordum.workflow.definition import check_step_count, parse_workflow
+from cordum.workflow.errors import InvalidDefinition, InvalidInput, RunNotFound, WorkflowNotFound
+from cordum.workflow.input_refs import json_size
+from cordum.workflow.limits import RunLimits
 from cordum.workflow.model import OPEN_RUN, RunStatus, WorkflowRun, format_time
 
 if TYPE_CHECKING:
@@ -35,14 +38,12 @@ if TYPE_CHECKING:
 
     from cordum.gateway.auth import Principal
     from cordum.gateway.workflow_dry_run import SimulatorFactory
+    from cordum.workflow import pinning
     from cordum.workflow.definition import Workflow
     from cordum.workflow.definition_store import DefinitionStore
     from cordum.workflow.store import WorkflowStore
 
 log = logging.getLogger(__name__)
-
-MAX_INPUT_ERROR_CHARS = 300
-"""A schema error quotes the offending value; the answer keeps only this much of it."""
 
 
 class RunStarter(Protocol):
@@ -63,36 +64,18 @@ def body_hash(body: Any, *, dry_run: bool = False) -> str:
 
 
 def check_input(schema: Mapping[str, Any] | None, value: Any) -> None:
-    """InvalidInput unless ``value`` satisfies ``schema`` (JSON Schema, draft by ``$schema``).
-
-    References resolve within the schema only: nothing is fetched from elsewhere.
+    """InvalidInput unless ``value`` satisfies ``schema`` (JSON Schema, draft by ``$schema``),
+    applied as every schema of a definition is (:mod:`cordum.workflow.json_schemas`):
+    references resolve within the schema only, patterns run on RE2, the cost is bounded.
     """
     if not schema:
         return
-    # Imported here: only a start with a schema pays for the validator.
-    import referencing
-    import referencing.exceptions
-    from jsonschema.exceptions import SchemaError, best_match
-    from jsonschema.validators import validator_for
-
-    cls = validator_for(schema)
-    try:
-        cls.check_schema(schema)
-        error = best_match(cls(schema, registry=referencing.Registry()).iter_errors(value))
-    except SchemaError as exc:
-        raise InvalidInput(f"the workflow's input_schema is invalid: {_cut(exc.message)}") \
-            from None
-    except referencing.exceptions.Unresolvable as exc:
-        raise InvalidInput(f"the workflow's input_schema has an unresolvable reference: "
-                           f"{_cut(str(exc))}") from None
-    if error is not None:
-        where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}"
-                        for p in error.absolute_path)
-        raise InvalidInput(f"input{where}: {_cut(error.message)}")
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= MAX_INPUT_ERROR_CHARS else text[:MAX_INPUT_ERROR_CHARS] + "..."
+    refused = json_schemas.check_schema(schema, "input_schema")
+    if refused:
+        raise InvalidInput(f"the workflow's {refused}")
+    problem = json_schemas.problem(value, schema, at="input")
+    if problem:
+        raise InvalidInput(problem)
 
 
 class WorkflowService:
@@ -100,17 +83,20 @@ class WorkflowService:
 
     ``max_active_runs`` bounds a tenant's open runs (0: no bound). ``simulator`` opens
     the safety kernel's side-effect-free check for a dry run (None: no kernel, every
-    step that dispatches a job is ERROR).
+    step that dispatches a job is ERROR). ``limits``: timeouts.yaml's ``limits`` (a
+    definition's steps, a run's input, the definitions it pins, its document).
     """
 
     def __init__(self, definitions: DefinitionStore, store: WorkflowStore,
                  runner: RunStarter, *, max_active_runs: int = 0,
-                 simulator: SimulatorFactory | None = None) -> None:
+                 simulator: SimulatorFactory | None = None,
+                 limits: RunLimits | None = None) -> None:
         self._definitions = definitions
         self._store = store
         self._runner = runner
         self._max_active = max_active_runs
         self._simulator = simulator
+        self._limits = limits or RunLimits()
 
     # ------------------------------------------------------------------ definitions
 
@@ -122,6 +108,7 @@ class WorkflowService:
         """Create or replace; a replaced definition keeps who made it and when."""
         wf = parse_workflow(doc, tenant=who.tenant, principal=who.principal_id,
                             now=format_time(datetime.now(UTC)))
+        check_step_count(wf, self._limits.max_steps_per_definition)
         earlier = await self._definitions.get_definition(who.tenant, wf.id)
         if earlier is not None:
             wf = wf.model_copy(update={"created_at": earlier.created_at,
@@ -151,6 +138,7 @@ class WorkflowService:
         label and metadata ``dry_run=true``, as Cordum marks it): the engine walks it
         without publishing jobs."""
         wf = await self._definition(who, workflow_id)
+        self._check_input_size(body)
         check_input(wf.input_schema, body)
         now = format_time(datetime.now(UTC))
         run = WorkflowRun(
@@ -181,12 +169,30 @@ class WorkflowService:
         run = build_rerun(old, wf, from_step, run_id=str(uuid.uuid4()),
                           triggered_by=who.principal_id,
                           now=format_time(datetime.now(UTC)), dry_run=dry_run)
+        # The children the old run pinned: a kept approval never covers a newer child.
+        run.child_definitions = old.child_definitions
         return await self._open(run, wf, idempotency_key="", body_hash=body_hash(run.input))
 
     async def _open(self, run: WorkflowRun, wf: Workflow, *, idempotency_key: str,
                     body_hash: str) -> str:
         """Store a new run (open-run limit, indexes, definition snapshot) and queue its
-        start; the earlier run's id when the idempotency key already started one."""
+        start; the earlier run's id when the idempotency key already started one. The
+        run pins its children's definitions (unless it has them: a rerun), within the
+        run limits (InvalidDefinition, InvalidInput: 400)."""
+        from cordum.workflow import pinning
+
+        limits = self._limits
+        check_step_count(wf, limits.max_steps_per_definition)
+        self._check_input_size(run.input)
+        if run.child_definitions is None:
+            run.child_definitions = await pinning.pin(wf, self._lookup(run.org_id),
+                                                      limits=limits)
+        size = json_size(run.to_json())
+        if size > limits.max_run_document_bytes:
+            raise InvalidDefinition(
+                f"the run would start {size} bytes large (its input and the "
+                f"{len(run.child_definitions or {})} definitions it pins); a run may be at "
+                f"most {limits.max_run_document_bytes} (max_run_document_bytes)")
         run_id, created = await self._store.create_run(
             run, wf, idempotency_key=idempotency_key, body_hash=body_hash,
             max_active=self._max_active)
@@ -198,6 +204,18 @@ class WorkflowService:
             log.exception("run %s of %s stored but its start not queued; the reconciler "
                           "starts it", run_id, wf.id)
         return run_id
+
+    def _check_input_size(self, value: Any) -> None:
+        size, most = json_size(value), self._limits.max_run_input_bytes
+        if size > most:
+            raise InvalidInput(f"the run's input is {size} bytes; it may be at most {most} "
+                               "(max_run_input_bytes)")
+
+    def _lookup(self, tenant: str) -> pinning.Lookup:
+        async def lookup(workflow_id: str) -> Workflow | None:
+            return await self._definitions.get_definition(tenant, workflow_id)
+
+        return lookup
 
     async def dry_run(self, who: Principal, workflow_id: str, *,
                       run_input: Mapping[str, Any] | None, environment: str,

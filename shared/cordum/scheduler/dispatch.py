@@ -22,8 +22,10 @@ from cordum.scheduler.constraints import apply_constraints, parse_constraints, s
 from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash
 from cordum.scheduler.packets import Outcome, decode, tenant_of
+from cordum.scheduler.step_jobs import check_step_job
 from cordum.store.errors import StoreError
 from cordum.store.jobs import NO_STATE, TERMINAL_STATES, JobState, meta_key, now_us
+from cordum.store.step_jobs import parse_step_job_id
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -115,6 +117,8 @@ class Dispatcher:
                 # Fail closed: without the state a redelivery could dispatch twice.
                 raise RetryAfter(str(exc), self._policy.retry_store_s) from exc
         check_owner(req, tenant, meta)
+        if parse_step_job_id(job_id) is not None:
+            await check_step_job(self._store, req, tenant, self._policy.retry_store_s)
         state = meta.get("state", "")
         if state in (JobState.DISPATCHED, JobState.RUNNING):
             return Outcome(job_id, "noop", state, "already dispatched")
@@ -251,8 +255,10 @@ class Dispatcher:
             return verdict, {"safety_decision": Decision.ALLOW.value,
                              "safety_reason": verdict.reason, "safety_job_hash": stored_hash}
         verdict = await self._check_safety(req, tenant)
-        if verdict.approval_required and verdict.decision in (Decision.ALLOW,
-                                                              Decision.ALLOW_WITH_CONSTRAINTS):
+        if verdict.decision in (Decision.ALLOW, Decision.ALLOW_WITH_CONSTRAINTS) and (
+                verdict.approval_required or req.topic in APPROVAL_GATE_TOPICS):
+            # A gate job is a question for a human whatever the policy says of its
+            # topic: only the approve endpoint's record ends it SUCCEEDED.
             verdict = replace(verdict, decision=Decision.REQUIRE_APPROVAL)
         keep_hash = verdict.decision is Decision.REQUIRE_APPROVAL and stored_hash
         return verdict, safety_meta(verdict, stored_hash if keep_hash else current_hash)

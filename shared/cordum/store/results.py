@@ -9,7 +9,13 @@ result: the API serves what a job's pointer names, so a pointer elsewhere
 
 from __future__ import annotations
 
+import json
+from typing import TYPE_CHECKING, Any
+
 from cordum import protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 REDACTED_SUFFIX = ":redacted"
 DECISION_TTL_S = 7 * 24 * 3600
@@ -43,3 +49,57 @@ def is_worker_pointer(job_id: str, ptr: str) -> bool:
 def is_result_pointer(job_id: str, ptr: str) -> bool:
     """A pointer a job's meta may hold: the worker's result or the platform's copy."""
     return ptr in (result_pointer(job_id), redacted_pointer(job_id))
+
+
+OUTPUT_FINAL_PHASE = "async"
+"""The phase of the output decision record that ends the checks (the content scan)."""
+_WITHHELD = frozenset({"QUARANTINE", "DENY"})
+
+
+def _record(meta: Mapping[str, str]) -> dict[str, Any] | None:
+    raw = meta.get("output_safety")
+    if not raw:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def output_pending(meta: Mapping[str, str], *, output_policy: bool) -> bool:
+    """A SUCCEEDED job whose output decision is not final yet: the output policy is on
+    and the content scan has not recorded its decision. Its output must wait. A job
+    with no result (an approval gate's) has nothing to wait for."""
+    if meta.get("state") != "SUCCEEDED" or not meta.get("result_ptr"):
+        return False
+    record = _record(meta)
+    if record is None:
+        return output_policy
+    return record.get("phase") != OUTPUT_FINAL_PHASE
+
+
+def served_result_ptr(job_id: str, meta: Mapping[str, str], *,
+                      output_policy: bool) -> str | None:
+    """The pointer whose content may be shown as the job's result, else None: the one
+    rule of the API and the workflow engine.
+
+    Only a SUCCEEDED job's, once its output decision is final: the output policy
+    is off (``output_policy`` False and no decision recorded), or the content scan
+    recorded its decision (``output_safety``, written with the state). Between
+    SUCCEEDED and that record the content is unscanned. The pointer must be the
+    job's own result (or, after a REDACT, must be the redacted copy).
+    """
+    ptr = meta.get("result_ptr") or ""
+    if meta.get("state") != "SUCCEEDED" or not is_result_pointer(job_id, ptr):
+        return None
+    record = _record(meta)
+    if record is None:
+        return None if output_policy else ptr
+    decision = str(record.get("decision", "")).upper()
+    if (record.get("phase") != OUTPUT_FINAL_PHASE or record.get("quarantined") is not False
+            or decision in _WITHHELD):
+        return None
+    if decision == "REDACT" and ptr != redacted_pointer(job_id):
+        return None
+    return ptr

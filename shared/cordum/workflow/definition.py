@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from cordum.labels import is_reserved_label
+from cordum.workflow import json_schemas
 from cordum.workflow.errors import InvalidDefinition
 from cordum.workflow.model import parse_time
 
@@ -207,6 +209,16 @@ def check_id(what: str, value: str) -> None:
             f"{MAX_ID} characters")
 
 
+def check_step_count(wf: Workflow, limit: int) -> None:
+    """InvalidDefinition when ``wf`` has more than ``limit`` steps (timeouts.yaml's
+    ``limits.max_steps_per_definition``): checked on save and again on start, for a
+    definition stored before the limit or under a higher one."""
+    if len(wf.steps) > limit:
+        raise InvalidDefinition(
+            f"workflow {wf.id or '(new)'} has {len(wf.steps)} steps; a definition may have "
+            f"at most {limit} (max_steps_per_definition)")
+
+
 def check_graph(steps: dict[str, Step]) -> None:
     """Every ``depends_on`` and ``on_error`` target is a step; neither the dependencies
     nor an ``on_error`` chain loop back."""
@@ -266,6 +278,8 @@ def parse_workflow(doc: dict[str, Any], *, tenant: str, principal: str, now: str
         wf = Workflow.model_validate(doc)
     except ValidationError as exc:
         raise InvalidDefinition(_describe(exc)) from None
+    _check_labels(wf)
+    _check_schemas(wf)
     return wf.model_copy(update={
         "id": wf.id or str(uuid.uuid4()),
         "org_id": tenant,
@@ -273,6 +287,30 @@ def parse_workflow(doc: dict[str, Any], *, tenant: str, principal: str, now: str
         "created_at": now,
         "updated_at": now,
     })
+
+
+def _check_labels(wf: Workflow) -> None:
+    """A step's job labels pass the API's rule: none only the platform may set."""
+    for step_id, step in wf.steps.items():
+        named = [("route_labels", k) for k in step.route_labels]
+        named += [("meta.labels", k) for k in (step.meta.labels if step.meta else {})]
+        for where, name in named:
+            if is_reserved_label(name):
+                raise InvalidDefinition(f"steps.{step_id}.{where}: label {name!r} is "
+                                        "reserved for the platform")
+
+
+def _check_schemas(wf: Workflow) -> None:
+    """Every schema of the definition is usable as :mod:`cordum.workflow.json_schemas`
+    applies it: references inside it only, patterns RE2 compiles, valid for its draft."""
+    found = [("input_schema", wf.input_schema)]
+    for step_id, step in wf.steps.items():
+        found += [(f"steps.{step_id}.input_schema", step.input_schema),
+                  (f"steps.{step_id}.output_schema", step.output_schema)]
+    for where, schema in found:
+        problem = json_schemas.check_schema(schema, where) if schema is not None else ""
+        if problem:
+            raise InvalidDefinition(problem)
 
 
 def _describe(exc: ValidationError) -> str:

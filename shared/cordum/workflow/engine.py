@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cordum.workflow.definition import Workflow
+    from cordum.workflow.gates import GateRecord
     from cordum.workflow.model import TimelineEvent, WorkflowRun
 
 __all__ = ["Effects", "StepJob", "cancel", "on_child", "on_job", "on_timer", "reconcile",
@@ -95,6 +96,10 @@ def start(run: WorkflowRun, wf: Workflow, now: datetime) -> Effects:
     _ensure_steps(a)
     if run.status == RunStatus.PENDING:
         run.started_at = run.started_at or a.stamp
+        if run.rerun_of:
+            a.note("run_rerun", step_id=run.rerun_step, data={
+                "rerun_of": run.rerun_of, "from_step": run.rerun_step,
+                "by": str((run.metadata or {}).get("rerun_by") or run.triggered_by)})
         _set_status(a, RunStatus.RUNNING)
     if not _timed_out(a):
         _settle(a)
@@ -103,11 +108,12 @@ def start(run: WorkflowRun, wf: Workflow, now: datetime) -> Effects:
 
 def on_job(run: WorkflowRun, wf: Workflow, step_path: str, job_id: str, state: str, *,
            output: Any, result_ptr: str, error: dict[str, Any] | None,
-           now: datetime) -> Effects:
+           now: datetime, gate: GateRecord | None = None) -> Effects:
     """A step job reached ``state`` (the job store's state, or FAILED_FATAL as the result
     carried it). Ignored for a terminal run, a job that is not the step's current one
-    and a step already done: results may arrive twice or late."""
-    a = Advance(run, wf, utc(now))
+    and a step already done: results may arrive twice or late. ``gate``: the job's
+    approval record, which alone opens a gate (:mod:`cordum.workflow.gates`)."""
+    a = Advance(run, wf, utc(now), gates={job_id: gate} if gate is not None else {})
     if run.status in TERMINAL_RUN or run.status == RunStatus.PENDING:
         return _effects(a)
     _ensure_steps(a)
@@ -163,12 +169,15 @@ def cancel(run: WorkflowRun, wf: Workflow, now: datetime,
 
 
 def reconcile(run: WorkflowRun, wf: Workflow, jobs: Mapping[str, str],
-              now: datetime, *, outputs: Mapping[str, Any] | None = None) -> Effects:
+              now: datetime, *, outputs: Mapping[str, Any] | None = None,
+              pointers: Mapping[str, str] | None = None,
+              gates: Mapping[str, GateRecord] | None = None) -> Effects:
     """The reconciler's pass over one run (§8). ``jobs`` maps the job ids of running and
     waiting steps to their stored state: a terminal one is a result that never arrived
-    and is applied as it would have been (with its output from ``outputs``). Then the
-    timer work of ``on_timer``. A pending run whose start was lost is started; a
-    cancelled or timed-out run has its jobs that are still open cancelled again."""
+    and is applied as it would have been (with its output from ``outputs``, its
+    pointer from ``pointers``, its approval record from ``gates``). Then the timer
+    work of ``on_timer``. A pending run whose start was lost is started; a cancelled
+    or timed-out run has its jobs that are still open cancelled again."""
     if run.status == RunStatus.PENDING:
         return start(run, wf, now)
     if run.status in TERMINAL_RUN:
@@ -179,14 +188,15 @@ def reconcile(run: WorkflowRun, wf: Workflow, jobs: Mapping[str, str],
                     a.cancels.append(sr.job_id)
             a.cancel_runs.extend(subworkflow.child_runs(run, wf, open_only=False))
         return _effects(a)
-    a = Advance(run, wf, utc(now))
+    a = Advance(run, wf, utc(now), gates=gates or {})
     _ensure_steps(a)
     if _timed_out(a):
         return _effects(a)
     for path, sr in step_runs(run):
         state = jobs.get(sr.job_id, "") if sr.job_id else ""
         if sr.status in (StepStatus.RUNNING, StepStatus.WAITING) and job_outcome(state):
-            ptr = result_pointer(sr.job_id) if state == JobState.SUCCEEDED else ""
+            ptr = (pointers.get(sr.job_id, "") if pointers is not None
+                   else result_pointer(sr.job_id) if state == JobState.SUCCEEDED else "")
             _apply(a, path, sr.job_id, state, (outputs or {}).get(sr.job_id), ptr, None)
     reset_lost_gates(a, jobs)
     lost_jobs.resend_lost_jobs(a, jobs)
@@ -392,3 +402,13 @@ def merged(effects: list[Effects]) -> Effects:
         out.rollback = out.rollback or e.rollback
         out.timer_at = e.timer_at
     return out
+
+
+def fail_run(run: WorkflowRun, wf: Workflow, now: datetime, error: dict[str, Any]) -> Effects:
+    """The run fails with ``error`` whatever its steps say (one the engine cannot advance):
+    open steps and their jobs are closed as a cancel does; a terminal run stays as it is."""
+    a = Advance(run, wf, utc(now))
+    if run.status not in TERMINAL_RUN:
+        _ensure_steps(a)
+        _close(a, RunStatus.FAILED, error, f"{error.get('code')}: {error.get('message')}")
+    return _effects(a)

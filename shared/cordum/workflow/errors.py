@@ -69,6 +69,14 @@ class RunNotRunnable(WorkflowError):
     retryable = True
 
 
+class RunLimitExceeded(WorkflowError):
+    """As many runs as ``limits.max_runs_per_root`` allows were made under one root run;
+    none more is (its subworkflow step fails ``run_limit_exceeded``)."""
+
+    status = 429
+    code = "run_limit_exceeded"
+
+
 class RunNotCancellable(WorkflowError):
     """The run is being advanced right now (its lock is held); cancel again shortly."""
 

@@ -7,6 +7,8 @@ by a server-made uuid) carries it in its ``org_id``, which every read checks.
 
 from __future__ import annotations
 
+from cordum.store.step_jobs import step_job_key
+
 RUN_TTL_S = 30 * 24 * 3600
 """A terminal run (its JSON, definition snapshot, outbox and timeline) lives 30 days."""
 JOB_MAP_TTL_S = RUN_TTL_S
@@ -23,9 +25,12 @@ RUN_LOCK_RENEW_S = 10.0
 TIMERS_KEY = "cordum:wf:delay:timers"
 """ZSET of ``<workflow_id>:<run_id>``, score = the run's earliest fire time (unix s)."""
 OPEN_RUNS_KEY = "wf:runs:open"
-"""ZSET of pending/running/waiting run ids by update time (µs): the reconciler's list."""
+"""ZSET of pending/running/waiting run ids by the later of their last update and the
+reconciler's last look (µs): the reconciler's list, least recent first."""
 RECONCILER_LOCK_KEY = "cordum:workflow-engine:reconciler:default"
 RUN_LOCK_PREFIX = "cordum:wf:run:lock:"
+RUN_ERRORS_TTL_S = 3600
+"""A run's count of failed reconciler passes is forgotten an hour after its last one."""
 
 
 def definition_key(tenant: str, workflow_id: str) -> str:
@@ -69,13 +74,19 @@ def timeline_key(run_id: str) -> str:
 
 
 def job_run_key(job_id: str) -> str:
-    """``{"tenant", "run_id", "step_path"}`` of a step's job."""
-    return f"wf:run:job:{job_id}"
+    """The engine's record of a step's job (:mod:`cordum.store.step_jobs`)."""
+    return step_job_key(job_id)
 
 
 def idempotency_key(tenant: str, key: str) -> str:
     """Value ``"<run_id> <sha256 hex of the canonical body>"``."""
     return f"wf:run:idempotency:{tenant}:{key}"
+
+
+def root_runs_key(root_run_id: str) -> str:
+    """The number of child runs made under a root run, at any depth (lives ``RUN_TTL_S``
+    from the last one made)."""
+    return f"wf:run:tree:{root_run_id}"
 
 
 def run_lock_key(run_id: str) -> str:
@@ -90,3 +101,8 @@ def parse_timer_member(member: str) -> tuple[str, str]:
     """``<workflow_id>:<run_id>`` -> the pair; run ids (uuids) hold no colon."""
     workflow_id, _, run_id = member.rpartition(":")
     return workflow_id, run_id
+
+
+def run_errors_key(run_id: str) -> str:
+    """The reconciler's count of consecutive passes over the run that raised."""
+    return f"cordum:wf:run:errors:{run_id}"

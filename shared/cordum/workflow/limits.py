@@ -1,4 +1,5 @@
-"""Per-workflow limits from ``timeouts.yaml`` (``workflows.<workflow id>``).
+"""Limits from ``timeouts.yaml``: per workflow (``workflows.<workflow id>``) and per run
+(``limits``).
 
 Cordum's timeouts file carries, per workflow, ``child_timeout_seconds`` (a step job's
 deadline), ``total_timeout_seconds`` (the run's timeout) and ``max_retries`` (a step's
@@ -10,6 +11,9 @@ limit fills in only what it leaves at zero or unset:
   has none (never a delay, whose ``timeout_sec`` is its wait, nor an approval gate,
   which waits on a human);
 - ``max_retries`` -> the ``retry`` of each such step that has none.
+
+The ``limits`` section bounds what any run may hold, whatever its definition says
+(:class:`RunLimits`).
 """
 
 from __future__ import annotations
@@ -116,3 +120,62 @@ class LimitedDefinitions:
         applied = limits.apply(wf)
         self._done[id(wf)] = (wf, applied)
         return applied
+
+
+@dataclass(frozen=True, slots=True)
+class RunLimits:
+    """Bounds on one run and the runs under it (``limits`` in timeouts.yaml). Redis runs
+    ``noeviction`` and the run script decodes a whole run document on every read, so
+    each bound is finite; a value must be a whole number >= 1."""
+
+    max_steps_per_definition: int = 200
+    """Steps of one definition; saving or starting a larger one is 400. Cordum's own
+    examples use a handful; 200 is far above any hand-written flow, while one start
+    (200 step states) and one nesting level (200 child runs) stay small."""
+    max_run_input_bytes: int = 256 * 1024
+    """A run's input as JSON (a start or rerun body: 400; a child run's input: its
+    subworkflow step fails ``run_input_too_large``). The size of an output kept inline
+    (256 KiB, ``steps.MAX_INLINE_OUTPUT``): what is larger belongs behind a pointer."""
+    max_run_document_bytes: int = 4 * 1024 * 1024
+    """A run document as stored (steps, outputs, context, pinned definitions). A run
+    that would outgrow it fails ``run_too_large``; a start whose pinned definitions
+    already do is 400. Sixteen inline outputs of the largest size fit; decoding 4 MiB
+    takes the run script a few milliseconds per read."""
+    max_runs_per_root: int = 1000
+    """Child runs made under one root run, at any depth (counted in Redis per root run,
+    kept as long as a run); a subworkflow step past it fails ``run_limit_exceeded``.
+    The for_each fan-out limit (1000 items) applied to a tree of runs."""
+    max_pinned_definitions: int = 64
+    """Definitions a run pins for its subworkflow steps, at every depth below it; a start
+    that would pin more is 400. Four times the nesting limit (16 levels)."""
+
+
+_RUN_LIMIT_KEYS = tuple(RunLimits.__dataclass_fields__)
+
+
+def run_limits_from_mapping(data: Any) -> RunLimits:
+    """The ``limits`` section of a parsed timeouts.yaml (defaults for what it leaves out);
+    ConfigError when it is bad."""
+    if data is None:
+        return RunLimits()
+    if not isinstance(data, dict):
+        raise ConfigError("timeouts.yaml: expected a mapping at the top")
+    section = data.get("limits")
+    if section is None:
+        return RunLimits()
+    if not isinstance(section, dict):
+        raise ConfigError("timeouts.yaml: limits must be a mapping")
+    unknown = set(section) - set(_RUN_LIMIT_KEYS)
+    if unknown:
+        raise ConfigError(f"timeouts.yaml: limits: unknown {', '.join(sorted(unknown))}")
+    for key, value in section.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"timeouts.yaml: limits.{key} must be a whole number >= 1")
+    return RunLimits(**section)
+
+
+def load_run_limits(config_dir: Path) -> RunLimits:
+    from cordum.config import load_yaml
+
+    path = config_dir / "timeouts.yaml"
+    return run_limits_from_mapping(load_yaml(path)) if path.exists() else RunLimits()

@@ -86,11 +86,16 @@ class StepRun:
     """A ``policy_gate: require_approval`` step's gate: "", ``waiting`` or ``passed``."""
     resends: int = 0
     """Times the current job was sent again because the job store never saw it."""
+    gate_input_hash: str = ""
+    """A policy-gated step's input as its approver saw it (SHA-256, ``gates.input_hash``):
+    the step's job carries that input or the step fails."""
 
     def to_json(self) -> dict[str, Any]:
         out = _fields_of(self)
         if not self.gate:
             del out["gate"]
+        if not self.gate_input_hash:
+            del out["gate_input_hash"]
         if not self.resends:
             del out["resends"]
         if self.children is not None:
@@ -137,6 +142,10 @@ class WorkflowRun:
     rerun_of: str = ""
     rerun_step: str = ""
     dry_run: bool = False
+    child_definitions: dict[str, Any] | None = None
+    """The definitions its subworkflow steps may start (at any depth), as they were when
+    the run was created: workflow id -> definition JSON (:mod:`cordum.workflow.pinning`).
+    None for a run with no subworkflow step (or one stored before runs pinned them)."""
 
     @property
     def terminal(self) -> bool:
@@ -151,6 +160,8 @@ class WorkflowRun:
             del out["input"]
         if not self.started_at:
             del out["started_at"]
+        if self.child_definitions is None:
+            del out["child_definitions"]
         return out
 
     @classmethod

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
 from cordum.bus.workflow_events import MAX_DELAY_S, RunEvent
+from cordum.scheduler.jobhash import job_hash
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -129,6 +130,12 @@ def job_request(run: WorkflowRun, doc: dict[str, Any]) -> protocol.JobRequest:
             req.compensation.context_ptr = protocol.pointer(
                 protocol.context_key(undo_context_id(job_id)))
     return req
+
+
+def request_hash(run: WorkflowRun, doc: dict[str, Any]) -> str:
+    """The job hash of the request :func:`job_request` makes: recorded with the run, it
+    is how the scheduler tells the engine's request from any other under the id."""
+    return job_hash(job_request(run, doc))
 
 
 def alert_message(alert: dict[str, Any]) -> protocol.SystemAlert:

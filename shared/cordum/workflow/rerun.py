@@ -6,7 +6,11 @@ A rerun from step S keeps what S depends on and runs the rest again:
 - S's transitive ``depends_on`` closure must have ``succeeded`` in the old run (else
   :class:`RerunNotRunnable`, naming the first step that did not). Their StepRuns are
   copied whole (status, output, attempts, job id, times, children), so an approval
-  step that was approved is not asked again: it stays succeeded with its old gate job.
+  step that was approved is not asked again: it stays succeeded with its old gate job,
+  as long as its input, rendered in the rerun, is the one approved (else it is asked
+  again: the old decision was about other data).
+- A dry run is never rerun as a real one from a step (:class:`RerunNotRunnable`): its
+  steps ran dry, approvals included.
 - Of the old context, only what those steps wrote is copied: their
   ``context.steps.<id>`` entries, their ``output_path`` values and the values their
   storage writes left (replayed in the order the steps completed). Anything else in
@@ -23,8 +27,9 @@ run copies no StepRun and no step output. (Cordum keeps the old context's keys o
 
 The new run is a run of its own: the caller's principal starts it; its labels are the
 old run's (``dry_run`` set from the request, not inherited); its metadata names the
-old run (``rerun_of``, ``rerun_step``, ``dry_run``) and nothing else of the old run's
-bookkeeping (a child run's parent link stays with the child).
+old run and who reran it (``rerun_of``, ``rerun_step``, ``rerun_by``, ``dry_run``) and
+nothing else of the old run's bookkeeping (a child run's parent link stays with the
+child); its timeline starts with a ``run_rerun`` event saying the same.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from cordum.workflow import expressions
 from cordum.workflow.errors import RerunNotRunnable, RerunStepUnknown
+from cordum.workflow.gates import input_hash
 from cordum.workflow.model import RunStatus, StepRun, StepStatus, WorkflowRun
 from cordum.workflow.status import BRANCH_NOT_TAKEN
 from cordum.workflow.steps import set_path
@@ -69,6 +76,11 @@ def build_rerun(old: WorkflowRun, wf: Workflow, from_step: str, *, run_id: str,
             raise RerunStepUnknown(
                 f"from_step {from_step!r} is not a step of workflow {wf.id!r}")
         kept = upstream(wf, from_step)
+        if old.dry_run and not dry_run and kept:
+            raise RerunNotRunnable(
+                f"cannot rerun dry run {old.id} as a real run from step {from_step!r}: "
+                "its steps ran dry (approvals granted without anyone, jobs never sent); "
+                "rerun it from scratch, or as a dry run")
         for step_id in kept:
             sr = old.steps.get(step_id)
             status = sr.status if sr is not None else StepStatus.PENDING
@@ -80,18 +92,44 @@ def build_rerun(old: WorkflowRun, wf: Workflow, from_step: str, *, run_id: str,
     for step_id in _branches_not_taken(old, wf, kept):
         if step_id != from_step and step_id not in steps:
             steps[step_id] = _copy_step(old.steps[step_id])
+    context = _kept_context(old, wf, kept)
+    for step_id in _approvals_to_ask_again(old, wf, kept, context):
+        del steps[step_id]
     labels = {k: v for k, v in old.labels.items() if k != DRY_RUN_LABEL}
-    metadata: dict[str, Any] = {"rerun_of": old.id}
+    metadata: dict[str, Any] = {"rerun_of": old.id, "rerun_by": triggered_by}
     if from_step:
         metadata["rerun_step"] = from_step
     if dry_run:
         labels[DRY_RUN_LABEL] = metadata["dry_run"] = "true"
     return WorkflowRun(
         id=run_id, workflow_id=old.workflow_id, org_id=old.org_id, team_id=old.team_id,
-        input=copy.deepcopy(old.input), context=_kept_context(old, wf, kept),
+        input=copy.deepcopy(old.input), context=context,
         status=RunStatus.PENDING, started_at=now, created_at=now, updated_at=now,
         steps=steps, triggered_by=triggered_by, labels=labels, metadata=metadata,
         rerun_of=old.id, rerun_step=from_step, dry_run=dry_run)
+
+
+def _approvals_to_ask_again(old: WorkflowRun, wf: Workflow, kept: list[str],
+                            context: dict[str, Any]) -> list[str]:
+    """Kept approval steps whose input, rendered in the rerun, is not what the approver
+    approved: the old decision was about other data, so the rerun asks again."""
+    scope = {"input": old.input, "ctx": context, "steps": context.get("steps", {})}
+    out = []
+    for step_id in kept:
+        step = wf.steps[step_id]
+        if _kind(step) != "approval":
+            continue
+        try:
+            now = (copy.deepcopy(old.input) if step.input is None
+                   else expressions.render(step.input, scope))
+        except expressions.ExpressionError:
+            now = _UNRENDERABLE
+        if now is _UNRENDERABLE or input_hash(now) != input_hash(old.steps[step_id].input):
+            out.append(step_id)
+    return out
+
+
+_UNRENDERABLE = object()
 
 
 def _copy_step(sr: StepRun) -> StepRun:

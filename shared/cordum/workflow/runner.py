@@ -14,30 +14,29 @@ lock, load, (job state and result for a ``job`` event), save, clear + unlock.
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cordum.bus.workflow_events import RunEvent
-from cordum.protocol import result_key
 from cordum.scheduler.errors import RetryAfter
 from cordum.store.errors import LockBusy, StoreError
-from cordum.store.jobs import meta_key
-from cordum.workflow import engine, subworkflow
+from cordum.store.step_jobs import parse_step_job_id
+from cordum.workflow import engine, job_ends, subworkflow
+from cordum.workflow.child_runs import ChildRuns
 from cordum.workflow.definition_store import DefinitionStore
 from cordum.workflow.errors import RunNotCancellable, RunNotFound
 from cordum.workflow.keys import outbox_key
-from cordum.workflow.limits import LimitedDefinitions
+from cordum.workflow.limits import LimitedDefinitions, RunLimits
 from cordum.workflow.model import (
     OPEN_RUN,
     TERMINAL_RUN,
-    RunStatus,
     WorkflowRun,
-    format_time,
     step_runs,
 )
-from cordum.workflow.outbox import OutboxRunner, contexts_of, to_outbox
+from cordum.workflow.outbox import OutboxRunner, contexts_of, request_hash, to_outbox
+from cordum.workflow.redis_io import dumps
+from cordum.workflow.status import job_outcome
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -58,6 +57,8 @@ RETRY_S = 1.0
 """The delay of a retried event (lock busy, Redis or NATS unavailable)."""
 INLINE_OUTPUT_BYTES = 256 * 1024
 """Outputs up to this size are inlined in the run context; beyond, the pointer only."""
+RUN_TOO_LARGE = "run_too_large"
+"""The error code of a run failed because its document would outgrow its limit."""
 
 
 def utcnow() -> datetime:
@@ -69,7 +70,8 @@ class WorkflowRunner:
 
     def __init__(self, store: WorkflowStore, redis: Any, publisher: DurablePublisher,
                  events: RunEventSink | None,
-                 limits: Mapping[str, WorkflowLimits] | None = None) -> None:
+                 limits: Mapping[str, WorkflowLimits] | None = None, *,
+                 max_active_runs: int = 0, run_limits: RunLimits | None = None) -> None:
         self.store = store
         self._redis = redis
         self._events = events
@@ -77,6 +79,11 @@ class WorkflowRunner:
         self._definitions = DefinitionStore(redis)
         self._limited = LimitedDefinitions(limits)
         """timeouts.yaml's ``workflows.<id>`` limits, applied to each run's definition."""
+        self._run_limits = run_limits or RunLimits()
+        """timeouts.yaml's ``limits``: the run document's size, the runs under a root."""
+        self._children = ChildRuns(store, self._definitions, max_active_runs=max_active_runs,
+                                   limits=self._run_limits)
+        """``max_active_runs``: the tenant's open-run limit (0: none), for child runs."""
 
     async def announce_start(self, run: WorkflowRun) -> None:
         """Queue the run's start (or, with no queue configured, apply it at once)."""
@@ -130,6 +137,30 @@ class WorkflowRunner:
             return await self._apply_locked(locked, "reconcile", None,
                                             stale_start_s=stale_start_s)
 
+    async def fail(self, run_id: str, error: dict[str, Any]) -> bool:
+        """Fail an open run with ``error``, as the reconciler ends a run the engine cannot
+        advance: its open steps and their jobs are cancelled as a cancel does. An outbox
+        left by an earlier event is carried out but for its step jobs, child runs and
+        timer. False when the run is gone or ended. The lock is taken without waiting."""
+        async with self.store.locked_run(run_id) as locked:
+            if locked.loaded is None or locked.lease is None:
+                return False
+            run, wf, leftover = locked.loaded
+            effects = engine.fail_run(run, self._limited(wf), utcnow(), error)
+            if not effects.timeline:
+                return False
+            outbox = [e for e in leftover or [] if not {"job", "run", "timer"} & e.keys()]
+            outbox += to_outbox(effects, timer_at=None)
+            parent = (run.metadata or {}).get(subworkflow.PARENT_RUN)
+            if parent:
+                outbox.append({"parent": str(parent)})  # the parent's step waits on this run
+            await self.store.save(run, timeline=effects.timeline, outbox=outbox or None,
+                                  timer_at=None)
+            locked.lease.release_also.clear()
+            if outbox:
+                await self._carry_out(locked.lease, run, outbox)
+            return True
+
     async def _apply_locked(self, locked: LockedRun, kind: str, job: tuple[str, str] | None,
                             *, stale_start_s: float = 0.0) -> bool:
         lease, loaded, ended = locked.lease, locked.loaded, locked.job
@@ -145,6 +176,8 @@ class WorkflowRunner:
         effects = await self._decide(run, wf, kind, job, ended, now, stale_start_s)
         if effects is None or (run.updated_at == before and not _has_work(effects)):
             return False
+        if kind != "cancel":  # a cancel ends the run as it is
+            run, effects = await self._within_size(run, wf, effects, now)
         timer_at = effects.timer_at
         outbox = to_outbox(effects, timer_at=timer_at if timer_at != timer_before else None,
                            steps=wf.steps)
@@ -155,7 +188,8 @@ class WorkflowRunner:
         step_jobs = [entry["job"] for entry in outbox if "job" in entry]
         await self.store.save(
             run, timeline=effects.timeline, outbox=outbox or None,
-            jobs={doc["job_id"]: doc["step_id"] for doc in step_jobs} or None,
+            jobs={doc["job_id"]: (doc["step_id"], request_hash(run, doc))
+                  for doc in step_jobs} or None,
             contexts=contexts_of(step_jobs) or None,
             timer_at=timer_at if timer_at != timer_before else ...)
         # The save wrote this event's outbox over any leftover (or deleted it): only
@@ -176,11 +210,13 @@ class WorkflowRunner:
             return engine.on_timer(run, wf, now)
         if kind == "job" and job is not None and ended is not None:
             step_path, job_id = job
-            state, output, result_ptr, error = job_end(job_id, ended)
-            if not state:
+            end = job_ends.job_end(job_id, ended.meta, ended.result, ended.record,
+                                   output_policy=_output_policy())
+            if not job_outcome(end.state):
                 return None
-            return engine.on_job(run, wf, step_path, job_id, state, output=output,
-                                 result_ptr=result_ptr, error=error, now=now)
+            return engine.on_job(run, wf, step_path, job_id, end.state, output=end.output,
+                                 result_ptr=end.result_ptr, error=end.error, now=now,
+                                 gate=end.gate)
         if kind == "child" and job is not None:
             child = await self.store.get_run(run.org_id, job[1])
             return engine.on_child(run, wf, job[1], child, now)
@@ -192,9 +228,12 @@ class WorkflowRunner:
                 return None
             ends = [engine.on_child(run, wf, child_id, child, now)
                     for child_id, child in await self._ended_children(run, wf)]
-            states, outputs = await self._job_states(run)
-            return engine.merged([*ends, engine.reconcile(run, wf, states, now,
-                                                          outputs=outputs)])
+            found = await self._job_ends(run)
+            return engine.merged([*ends, engine.reconcile(
+                run, wf, {j: e.state for j, e in found.items()}, now,
+                outputs={j: e.output for j, e in found.items() if e.output is not None},
+                pointers={j: e.result_ptr for j, e in found.items()},
+                gates={j: e.gate for j, e in found.items() if e.gate is not None})])
         return None
 
     async def _ended_children(self, run: WorkflowRun, wf: Workflow,
@@ -211,28 +250,33 @@ class WorkflowRunner:
         return out
 
     async def _spawn(self, parent: WorkflowRun, spec: dict[str, Any]) -> None:
-        """Stores a subworkflow step's child run and queues its start. Its id is the same
-        for the same step attempt, so a repeated outbox finds the run it made. A missing
-        definition is told to the parent, whose step then fails."""
-        child_id = str(spec["run_id"])
-        wf = await self._definitions.get_definition(parent.org_id, str(spec["workflow_id"]))
-        if wf is None:
+        """Stores a subworkflow step's child run (:mod:`cordum.workflow.child_runs`) and
+        queues its start. Its id is the same for the same step attempt, so a repeated
+        outbox finds the run it made. A missing definition or a refused child is told
+        to the parent, whose step then fails."""
+        child, created = await self._children.make(parent, spec)
+        if child is None or child.terminal:
             await self._tell(RunEvent("child", parent.id, tenant=parent.org_id,
-                                      job_id=child_id))
-            return
-        stamp = format_time(utcnow())
-        child = WorkflowRun(
-            id=child_id, workflow_id=wf.id, org_id=parent.org_id, team_id=parent.team_id,
-            input=spec.get("input"), status=RunStatus.PENDING, started_at=stamp,
-            created_at=stamp, updated_at=stamp, triggered_by=parent.triggered_by,
-            metadata=dict(spec.get("metadata") or {}), dry_run=bool(spec.get("dry_run")),
-            labels={"parent_run_id": parent.id, **({"dry_run": "true"}
-                                                   if spec.get("dry_run") else {})})
-        _, created = await self.store.create_run(
-            child, wf, idempotency_key=f"subworkflow:{child_id}", body_hash=child_id,
-            max_active=0)
-        if created:
+                                      job_id=str(spec["run_id"])))
+        elif created:
             await self.announce_start(child)
+
+    async def _within_size(self, run: WorkflowRun, wf: Workflow, effects: Effects,
+                           now: datetime) -> tuple[WorkflowRun, Effects]:
+        """The run and this event's effects, unless the run document would outgrow
+        ``max_run_document_bytes``: then the run as last saved (this lock holds it),
+        failed ``run_too_large``. Nothing this event asked for goes out; the jobs and
+        child runs still open are cancelled."""
+        limit = self._run_limits.max_run_document_bytes
+        size = len(dumps(run.to_json()))  # ASCII JSON: characters are bytes
+        if size <= limit:
+            return run, effects
+        log.warning("run %s: its document would be %d bytes (max_run_document_bytes %d); "
+                    "failed", run.id, size, limit)
+        earlier = await self.store.get_run(run.org_id, run.id) or run
+        error = {"code": RUN_TOO_LARGE, "message": f"the run's document would be {size} "
+                 f"bytes; a run may be at most {limit} (max_run_document_bytes)"}
+        return earlier, engine.fail_run(earlier, wf, now, error)
 
     async def _tell(self, event: RunEvent) -> None:
         """An event for another run (a child's end, a parent's cancel). With no queue it
@@ -240,35 +284,13 @@ class WorkflowRunner:
         if self._events is not None:
             await self._events.send(event)
 
-    async def _job_states(self, run: WorkflowRun) -> tuple[dict[str, str], dict[str, Any]]:
-        """Stored states of the jobs of the run's open steps ('' for a job not stored),
-        and the outputs of those that succeeded (a lost result is applied with its
-        output, as its event would have been; one more round trip, only then)."""
+    async def _job_ends(self, run: WorkflowRun) -> dict[str, job_ends.JobEnd]:
+        """The ends of the jobs of the run's open steps, as the API would serve them (a
+        lost result is applied with its output, as its event would have been)."""
         job_ids = [s.job_id for _, s in step_runs(run)
                    if s.job_id and s.status in ("running", "waiting")]
-        if not job_ids:
-            return {}, {}
-        pipe = self._redis.pipeline(transaction=False)
-        for job_id in job_ids:
-            pipe.hmget(meta_key(job_id), "state", "result_status")
-        rows = await pipe.execute()
-        states: dict[str, str] = {}
-        for job_id, (state, status) in zip(job_ids, rows, strict=True):
-            states[job_id] = step_job_state(_text(state) if state is not None else "",
-                                            _text(status) if status is not None else "")
-        done = [j for j, state in states.items() if state == "SUCCEEDED"]
-        if not done:
-            return states, {}
-        pipe = self._redis.pipeline(transaction=False)
-        for job_id in done:
-            pipe.strlen(result_key(job_id))
-            pipe.get(result_key(job_id))
-        replies = await pipe.execute()
-        outputs: dict[str, Any] = {}
-        for job_id, size, raw in zip(done, replies[::2], replies[1::2], strict=True):
-            if raw is not None and int(size or 0) <= INLINE_OUTPUT_BYTES:
-                outputs[job_id] = _output(raw)
-        return states, outputs
+        return await job_ends.read_ends(self._redis, job_ids, output_policy=_output_policy(),
+                                        max_result_bytes=INLINE_OUTPUT_BYTES)
 
     async def _carry_out(self, lease: Lease, run: WorkflowRun,
                          outbox: list[dict[str, Any]]) -> None:
@@ -282,53 +304,22 @@ class WorkflowRunner:
         lease.release_also.append(outbox_key(run.id))
 
 
-def step_job_state(state: str, result_status: str) -> str:
-    """A step job's state as the engine reads it: FAILED_FATAL is stored as FAILED, and
-    the status the worker gave (``result_status``) tells them apart."""
-    return "FAILED_FATAL" if state == "FAILED" and result_status == "FAILED_FATAL" else state
+def _output_policy() -> bool:
+    """Whether SUCCEEDED outputs are checked by the output policy (their decision must
+    be final before a run sees them)."""
+    from cordum.config import settings
 
-
-def job_end(job_id: str, ended: StoredJobEnd) -> tuple[str, Any, str, dict[str, Any] | None]:
-    """(state, output, result pointer, error) of a terminal step job; state '' if open."""
-    from cordum.store.jobs import TERMINAL_STATES
-
-    if ended.state not in TERMINAL_STATES:
-        return "", None, "", None
-    state = step_job_state(ended.state, ended.result_status)
-    output: Any = None
-    if state == "SUCCEEDED" and ended.result is not None:
-        output = _output(ended.result)
-    error = None
-    if state != "SUCCEEDED":
-        error = {"message": ended.failure_reason, "code": ended.result_status or state,
-                 "job_id": job_id}
-    return state, output, ended.result_ptr, error
-
-
-def _output(raw: Any) -> Any:
-    """A stored job result as the step's output: JSON, else its text."""
-    data = raw if isinstance(raw, bytes) else str(raw).encode()
-    try:
-        return json.loads(data)
-    except ValueError:
-        return data.decode("utf-8", "replace")
+    return settings().output_policy_enabled
 
 
 def step_path_of(job_id: str, run_id: str) -> str:
     """The step path of a step job id of ``run_id`` ('' when it is not one)."""
-    prefix = f"{run_id}:"
-    if not run_id or not job_id.startswith(prefix):
-        return ""
-    path, sep, attempt = job_id[len(prefix):].rpartition("@")
-    return path if sep and attempt.isdigit() else ""
+    parts = parse_step_job_id(job_id)
+    return parts[1] if parts is not None and run_id and parts[0] == run_id else ""
 
 
 def _has_work(effects: Effects) -> bool:
     return bool(effects.jobs or effects.cancels or effects.alerts or effects.timeline)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _parse_time(text: str | None) -> datetime | None:

@@ -14,7 +14,9 @@ import json
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from cordum.workflow import composite, expressions, parallel, subworkflow
+from cordum.labels import is_reserved_label
+from cordum.workflow import composite, expressions, gates, parallel, subworkflow
+from cordum.workflow.input_refs import is_pointer, kept_input
 from cordum.workflow.model import GATE_PASSED, GATE_WAITING, StepStatus, format_time, parse_time
 from cordum.workflow.status import NO_JOB_KINDS
 from cordum.workflow.steps import (
@@ -83,7 +85,8 @@ def begin(a: Advance, step: Step, sr: StepRun) -> None:
     if kind == "delay":
         _delay_step(a, step, sr)
         return
-    payload = _payload(a, step, sr)
+    payload = (_approved_payload(a, step, sr) if sr.gate == GATE_PASSED and sr.gate_input_hash
+               else _payload(a, step, sr))
     if payload is _INVALID:
         return
     if kind == "notify":
@@ -112,15 +115,38 @@ def _policy_gate(a: Advance, step: Step, sr: StepRun, kind: str) -> bool:
     if (step.policy_gate != "require_approval" or kind == "approval" or sr.gate == GATE_PASSED
             or a.run.dry_run):
         return True
-    try:
-        decision = (None if step.input is None
-                    else expressions.render(step.input, a.scope()))
-    except expressions.ExpressionError:
-        decision = None
     sr.gate = GATE_WAITING
+    if step.for_each:
+        # Asked once for the fan-out, on the step's input; each item renders its own.
+        try:
+            shown = None if step.input is None else expressions.render(step.input, a.scope())
+        except expressions.ExpressionError:
+            shown = None
+        _dispatch(a, step, sr, {"policy_gate": "require_approval", "step_type": kind,
+                                "input": shown}, approval=True)
+        return False
+    # The input is rendered once, here: the approver decides on it, the gate job's
+    # hash binds it, and the step's job carries it as it was (never rendered again).
+    payload = _payload(a, step, sr)
+    if payload is _INVALID:
+        sr.gate = ""
+        return False
+    sr.gate_input_hash = gates.input_hash(payload)
     _dispatch(a, step, sr, {"policy_gate": "require_approval", "step_type": kind,
-                            "input": decision}, approval=True)
+                            "input": payload}, approval=True,
+              labels={gates.INPUT_HASH_LABEL: sr.gate_input_hash})
     return False
+
+
+def _approved_payload(a: Advance, step: Step, sr: StepRun) -> Any:
+    """The input a policy gate's approver approved (kept in ``sr.input``); the step fails
+    when it is no longer that input."""
+    if gates.input_hash(sr.input) != sr.gate_input_hash:
+        fail(a, step, sr, StepStatus.FAILED, {
+            "code": gates.INPUT_CHANGED,
+            "message": "the step's input is not the one its approval gate approved"})
+        return _INVALID
+    return sr.input
 
 
 def _storage_step(a: Advance, step: Step, sr: StepRun, payload: Any) -> None:
@@ -165,13 +191,14 @@ _INVALID = object()
 
 
 def _payload(a: Advance, step: Step, sr: StepRun) -> Any:
-    """The rendered ``input`` templates, or the whole run input for a step without one;
-    an activated error handler also gets ``error``."""
+    """The rendered ``input`` templates, else the run input (a for_each item or loop
+    iteration: nothing, never a copy each), plus ``item``/``loop`` for a child and
+    ``error`` for an activated handler. ``sr.input`` keeps it (see ``kept_input``)."""
     handler = any(other.on_error == step.id for other in a.wf.steps.values())
     error = sr.input.get("error") if handler and isinstance(sr.input, dict) else None
     try:
-        payload = (copy_value(a.run.input) if step.input is None
-                   else expressions.render(step.input, a.scope()))
+        payload = (expressions.render(step.input, a.scope()) if step.input is not None
+                   else {} if a.extra else copy_value(a.run.input))
     except expressions.ExpressionError as exc:
         fail(a, step, sr, StepStatus.FAILED,
              {"code": "step_input_invalid", "message": f"input template: {exc}"})
@@ -187,7 +214,7 @@ def _payload(a: Advance, step: Step, sr: StepRun) -> Any:
             fail(a, step, sr, StepStatus.FAILED, {"code": "step_input_invalid",
                                                   "message": problem})
             return _INVALID
-    sr.input = payload
+    sr.input = kept_input(a, step, sr, payload)
     return payload
 
 
@@ -277,9 +304,11 @@ def _notify_step(a: Advance, step: Step, sr: StepRun, payload: Any) -> None:
     complete(a, step, sr, alert)
 
 
-def _dispatch(a: Advance, step: Step, sr: StepRun, payload: Any, *, approval: bool) -> None:
+def _dispatch(a: Advance, step: Step, sr: StepRun, payload: Any, *, approval: bool,
+              labels: dict[str, str] | None = None) -> None:
     """The step's job goes out; the step is stored running (a gate: waiting) with it. In
-    a dry run nothing goes out: the step succeeds with the job it would have sent."""
+    a dry run nothing goes out: the step succeeds with the job it would have sent.
+    ``labels``: the engine's own labels for the job, beside its routing labels."""
     run, wf = a.run, a.wf
     path = sr.step_id
     jid = job_id(run.id, path, sr.attempts)
@@ -287,8 +316,9 @@ def _dispatch(a: Advance, step: Step, sr: StepRun, payload: Any, *, approval: bo
            "tenant_id": run.org_id, "team_id": run.team_id or "",
            "memory_id": f"run:{run.id}", "context_mode": "raw"}
     env.update(_child_env(a, path))
+    extra = labels or {}
     labels = _route_labels(a, step)
-    labels.update({"workflow_id": wf.id, "run_id": run.id, "step_id": path,
+    labels.update({**extra, "workflow_id": wf.id, "run_id": run.id, "step_id": path,
                    "_source": SOURCE_LABEL})
     if run.dry_run:
         env["dry_run"] = labels["dry_run"] = "true"
@@ -333,7 +363,10 @@ def resend(a: Advance, step: Step, sr: StepRun) -> None:
     saw it (its message was lost). The submit path runs a job id once, so a send that
     was only late cannot make it run twice."""
     approval = (step.type or "").strip().lower() == "approval"
-    _dispatch(a, step, sr, sr.input, approval=approval)
+    # An input too large to keep in the run is built again, as it was.
+    payload = _payload(a, step, sr) if is_pointer(sr.input) else sr.input
+    if payload is not _INVALID:
+        _dispatch(a, step, sr, payload, approval=approval)
     if a.jobs and a.jobs[-1].job_id == sr.job_id:
         a.jobs[-1].resend = sr.resends
 
@@ -353,9 +386,12 @@ def _child_env(a: Advance, path: str) -> dict[str, str]:
 
 def _route_labels(a: Advance, step: Step) -> dict[str, str]:
     """``route_labels`` templates; a label that cannot render or renders nil is left out,
-    so a routing hint never costs the step its run."""
+    so a routing hint never costs the step its run. A label only the platform may set
+    is never taken (a definition with one is refused on save)."""
     labels: dict[str, str] = {}
     for key, template in (step.route_labels or {}).items():
+        if is_reserved_label(str(key)):
+            continue
         try:
             value = expressions.render(template, a.scope())
         except expressions.ExpressionError:

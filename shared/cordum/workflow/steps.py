@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from cordum.workflow import gates
 from cordum.workflow.model import (
     GATE_PASSED,
     GATE_WAITING,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cordum.workflow.definition import Step, StepMeta, Workflow
+    from cordum.workflow.gates import GateRecord
     from cordum.workflow.model import StepRun, WorkflowRun
 
 MAX_INLINE_OUTPUT = 256 * 1024
@@ -83,6 +85,8 @@ class Advance:
     """Child runs to cancel (their parent ended first)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Names a child step sees besides the run's (``item``, ``loop``)."""
+    gates: Mapping[str, GateRecord] = field(default_factory=dict)
+    """Gate job id -> its approval record, for the gate jobs whose end is applied."""
 
     @property
     def stamp(self) -> str:
@@ -185,10 +189,19 @@ def apply_result(a: Advance, step: Step, sr: StepRun, state: str, output: Any,
     outcome = job_outcome(state)
     if outcome is None:
         return
+    approval = (step.type or "").strip().lower() == "approval"
+    if outcome.status is StepStatus.SUCCEEDED and (approval or sr.gate == GATE_WAITING):
+        why = gates.refusal(a.gates.get(sr.job_id), a.run)
+        if why:
+            # Whatever wrote the gate job's state, only an approval opens the gate.
+            sr.gate = ""
+            fail(a, step, sr, StepStatus.FAILED, {
+                "code": gates.NOT_RECORDED, "job_id": sr.job_id,
+                "message": f"the gate job ended SUCCEEDED without a valid approval: {why}"})
+            return
     if sr.gate == GATE_WAITING:
         _gate_result(a, step, sr, outcome.status, state, error)
         return
-    approval = (step.type or "").strip().lower() == "approval"
     if outcome.status is StepStatus.SUCCEEDED:
         complete(a, step, sr, output, result_ptr,
                  event="step_approved" if approval else "step_completed")
@@ -292,16 +305,11 @@ def set_path(doc: dict[str, Any], parts: list[str], value: Any) -> None:
 
 
 def schema_problem(value: Any, schema: dict[str, Any]) -> str:
-    """The first reason ``value`` breaks ``schema``, or ""; jsonschema loads on first use."""
-    import jsonschema
+    """The best reason ``value`` breaks ``schema``, or ""; never raises, fetches nothing
+    and is bounded in time (:mod:`cordum.workflow.json_schemas`)."""
+    from cordum.workflow import json_schemas
 
-    try:
-        jsonschema.validate(value, schema)
-    except jsonschema.ValidationError as exc:
-        return exc.message
-    except jsonschema.SchemaError as exc:
-        return f"invalid schema: {exc.message}"
-    return ""
+    return json_schemas.problem(value, schema)
 
 
 GATE_LOST_S = 30.0

@@ -30,9 +30,12 @@ from cordum import protocol
 from cordum.store.errors import LockBusy, LockUnavailable, StoreError
 from cordum.store.jobs import DATA_TTL_S, meta_key
 from cordum.store.locks import Lease, LockPolicy, LockScripts, TtlHoldLock
+from cordum.store.results import redacted_key
+from cordum.store.step_jobs import StepJobRecord, step_job_key
 from cordum.workflow import keys, run_listing
 from cordum.workflow.definition_store import stored_definition
-from cordum.workflow.errors import IdempotencyConflict, RunNotRunnable
+from cordum.workflow.errors import IdempotencyConflict, RunLimitExceeded, RunNotRunnable
+from cordum.workflow.job_ends import fields_of
 from cordum.workflow.model import StepRun, WorkflowRun
 from cordum.workflow.redis_io import dumps, execute, read_pipe, redis_errors, text, time_us
 
@@ -78,14 +81,16 @@ class WorkflowStore:
     # ------------------------------------------------------------------ runs: writes
 
     async def create_run(self, run: WorkflowRun, definition: Workflow, *,
-                         idempotency_key: str, body_hash: str,
-                         max_active: int) -> tuple[str, bool]:
+                         idempotency_key: str, body_hash: str, max_active: int,
+                         root_run_id: str = "", max_root_runs: int = 0) -> tuple[str, bool]:
         """Store a new run; ``(run id, True)``, or ``(earlier run id, False)`` when
-        ``idempotency_key`` already started one with the same body.
+        ``idempotency_key`` already started one with the same body (or a run of that id
+        is stored already).
 
-        Raises :class:`IdempotencyConflict` (the key started a run with another body)
-        and :class:`RunNotRunnable` (the tenant has ``max_active`` open runs; 0 = no
-        limit).
+        Raises :class:`IdempotencyConflict` (the key started a run with another body),
+        :class:`RunNotRunnable` (the tenant has ``max_active`` open runs; 0 = no limit)
+        and :class:`RunLimitExceeded` (``max_root_runs`` runs were made under
+        ``root_run_id`` already; each one made is counted there).
         """
         tenant = run.org_id
         keys_ = [keys.idempotency_key(tenant, idempotency_key), keys.active_runs_key(tenant),
@@ -95,6 +100,9 @@ class WorkflowStore:
         args = [run.id, body_hash, max(max_active, 0), dumps(run.to_json()),
                 dumps(definition.to_json()), time_us(run.updated_at), keys.IDEMPOTENCY_TTL_S,
                 "1" if idempotency_key else "0"]
+        if root_run_id:
+            keys_.append(keys.root_runs_key(root_run_id))
+            args += [max(max_root_runs, 0), keys.RUN_TTL_S]
         with redis_errors(f"create run {run.id}"):
             outcome, value = await self._create(keys=keys_, args=args)
         outcome, value = text(outcome), text(value)
@@ -103,7 +111,19 @@ class WorkflowStore:
                 "idempotency key already used with a different request body", value)
         if outcome == "limit":
             raise RunNotRunnable(f"tenant has {value} open workflow runs (limit {max_active})")
+        if outcome == "root_limit":
+            raise RunLimitExceeded(f"{value} runs were made under run {root_run_id} "
+                                   f"(limit {max_root_runs}, max_runs_per_root)")
         return value, outcome == "created"
+
+    async def put_refused_run(self, run: WorkflowRun) -> bool:
+        """Store a run that was refused before it was made (terminal, with its reason in
+        ``error``) where a reader of its id finds it: in no index, counted nowhere, kept
+        ``RUN_TTL_S``; a run of that id already stored is left as it is (False)."""
+        with redis_errors(f"store refused run {run.id}"):
+            stored = await self._redis.set(keys.run_key(run.id), dumps(run.to_json()),
+                                           nx=True, px=keys.RUN_TTL_S * 1000)
+        return bool(stored)
 
     async def save(self, run: WorkflowRun, *, timeline: list[TimelineEvent],
                    outbox: list[dict[str, Any]] | None,
@@ -113,14 +133,15 @@ class WorkflowStore:
         """Write the run and what changes with it in one script (``lua/save_run.lua``).
 
         ``outbox``: the effects still to carry out (None or empty: none). ``jobs``:
-        job id -> its step path (or a pair whose second item is the step path; the
-        tenant and run are the run's). ``contexts``: job id -> the JSON input stored
+        job id -> its step path, or (step path, hash of the request the engine sends:
+        the scheduler takes no other under that id; see :mod:`cordum.store.step_jobs`);
+        the tenant and run are the run's. ``contexts``: job id -> the JSON input stored
         at ``ctx:<job_id>``. ``timer_at``: the run's earliest fire time (unix s),
         None to drop its timer, ``...`` to leave it as it is.
         """
         terminal = run.terminal
-        job_docs = [dumps({"tenant": run.org_id, "run_id": run.id,
-                            "step_path": step if isinstance(step, str) else step[1]})
+        job_docs = [StepJobRecord(run.org_id, run.id, *((step, "") if isinstance(step, str)
+                                                        else step)).to_json()
                     for step in (jobs or {}).values()]
         if timer_at is None:
             timer = "drop"
@@ -214,10 +235,10 @@ class WorkflowStore:
     async def job_run(self, job_id: str) -> tuple[str, str, str] | None:
         """(tenant, run id, step path) of a step's job; None for any other job."""
         (raw,) = await execute(f"job {job_id}", self._pipe().get(keys.job_run_key(job_id)))
-        if raw is None:
+        record = StepJobRecord.from_json(raw)
+        if record is None:
             return None
-        doc = json.loads(raw)
-        return str(doc["tenant"]), str(doc["run_id"]), str(doc["step_path"])
+        return record.tenant, record.run_id, record.step_path
 
     async def timeline(self, tenant: str, run_id: str) -> list[dict[str, Any]] | None:
         """The run's events, oldest first; None when the tenant has no such run."""
@@ -318,6 +339,11 @@ class WorkflowStore:
         """The reconciler's lock-hold: one replica ticks per two intervals."""
         return TtlHoldLock(self._redis, keys.RECONCILER_LOCK_KEY, ttl_s=2 * interval_s)
 
+    @property
+    def redis(self) -> RedisWorkflowProtocol:
+        """The client of this store, for the reconciler's helpers on the same keys."""
+        return self._redis
+
     # ------------------------------------------------------------------ internals
 
     def _pipe(self) -> Any:
@@ -330,7 +356,8 @@ class WorkflowStore:
         run_keys = [keys.run_key(run_id), keys.TIMERS_KEY, keys.run_definition_key(run_id),
                     keys.outbox_key(run_id), keys.run_lock_key(run_id)]
         if job_id:
-            run_keys += [meta_key(job_id), protocol.result_key(job_id)]
+            run_keys += [meta_key(job_id), protocol.result_key(job_id),
+                         redacted_key(job_id), step_job_key(job_id)]
         args: list[Any] = [run_id, "1" if full else "0", token,
                            int(RUN_LOCK_POLICY.ttl_s * 1000), max_result_bytes]
         with redis_errors(f"read run {run_id}"):
@@ -353,10 +380,8 @@ class WorkflowStore:
 
 
 def _job_end(reply: list[Any]) -> StoredJobEnd:
-    fields = [text(v) if v is not None else "" for v in (reply[4] or [])]
-    fields += [""] * (4 - len(fields))
-    return StoredJobEnd(state=fields[0], result_status=fields[1], result_ptr=fields[2],
-                        failure_reason=fields[3], result=reply[5])
+    return StoredJobEnd(fields_of(reply[4] or []), reply[5] or None,
+                        StepJobRecord.from_json(reply[6] or None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,9 +398,9 @@ class LockedRun:
 class StoredJobEnd:
     """A step job as the job store holds it when its end is applied to its run."""
 
-    state: str
-    result_status: str
-    result_ptr: str
-    failure_reason: str
+    meta: dict[str, str]
+    """Its meta fields of :data:`cordum.workflow.job_ends.JOB_FIELDS`."""
     result: bytes | None
-    """The stored result, when not longer than asked for."""
+    """The result its ``result_ptr`` names, when not longer than asked for."""
+    record: StepJobRecord | None
+    """The engine's record of the job (None when there is none)."""

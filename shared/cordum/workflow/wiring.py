@@ -6,6 +6,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cordum.workflow.limits import RunLimits
     from cordum.workflow.runner import WorkflowRunner
     from cordum.workflow.store import WorkflowStore
 
@@ -32,4 +33,15 @@ def default_runner() -> WorkflowRunner:
     cfg = settings()
     return WorkflowRunner(default_store(), runtime.redis_client(cfg), NatsPublisher(cfg),
                           sqs_run_events(cfg.workflow_queue_url, cfg.workflow_timer_queue_url),
-                          limits.load(cfg.config_dir))
+                          limits.load(cfg.config_dir),
+                          max_active_runs=cfg.workflow_max_active_runs,
+                          run_limits=run_limits())
+
+
+@lru_cache(maxsize=1)
+def run_limits() -> RunLimits:
+    """timeouts.yaml's ``limits`` section, read once per process."""
+    from cordum.config import settings
+    from cordum.workflow import limits
+
+    return limits.load_run_limits(settings().config_dir)

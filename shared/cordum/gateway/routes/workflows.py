@@ -66,7 +66,8 @@ def service() -> WorkflowService:
         return kernel_simulator(cfg.safety_kernel_addr, cfg.safety_timeout_s)
 
     return WorkflowService(DefinitionStore(redis), WorkflowStore(redis), wiring.default_runner(),
-                           max_active_runs=cfg.workflow_max_active_runs, simulator=simulator)
+                           max_active_runs=cfg.workflow_max_active_runs, simulator=simulator,
+                           limits=wiring.run_limits())
 
 
 def _bounded_body(event: BaseProxyEvent) -> None:

@@ -1,13 +1,18 @@
--- Create a workflow run: idempotency check, the tenant's open-run limit, then every key
--- the run lives in, all in one step (no second caller can slip between check and write).
+-- Create a workflow run: idempotency check, the tenant's open-run limit, the limit of
+-- runs under its root run, then every key the run lives in, all in one step (no second
+-- caller can slip between check and write).
 -- KEYS[1] wf:run:idempotency:<tenant>:<key>  KEYS[2] wf:runs:active:<tenant>
 -- KEYS[3] wf:run:<run_id>  KEYS[4] wf:run:def:<run_id>  KEYS[5] wf:runs:<tenant>:<workflow_id>
 -- KEYS[6] wf:runs:org:<tenant>  KEYS[7] wf:runs:open
+-- KEYS[8] wf:run:tree:<root run id> (a child run only: the runs made under its root)
 -- ARGV[1] run id  ARGV[2] body hash  ARGV[3] open-run limit (0 = none)  ARGV[4] run JSON
 -- ARGV[5] definition JSON  ARGV[6] score (updated_at, us)  ARGV[7] idempotency TTL (s)
 -- ARGV[8] '1' when an idempotency key was given, else '0'
--- Returns {'created', run id} | {'existing', run id} (same key, same body)
---       | {'conflict', run id} (same key, other body) | {'limit', open runs}.
+-- ARGV[9] runs allowed under the root (0 = none), ARGV[10] the count's TTL (s) (with KEYS[8])
+-- Returns {'created', run id} | {'existing', run id} (same key, same body; or a run of
+-- that id is stored: a refused child's record is never replaced)
+--       | {'conflict', run id} (same key, other body) | {'limit', open runs}
+--       | {'root_limit', runs made under the root}.
 local run_id, body_hash = ARGV[1], ARGV[2]
 if ARGV[8] == '1' then
   local held = redis.call('GET', KEYS[1])
@@ -19,6 +24,15 @@ if ARGV[8] == '1' then
       return {'existing', earlier}
     end
     return {'conflict', earlier}
+  end
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'existing', run_id}
+end
+if KEYS[8] and tonumber(ARGV[9]) > 0 then
+  local made = tonumber(redis.call('GET', KEYS[8]) or '0')
+  if made >= tonumber(ARGV[9]) then
+    return {'root_limit', tostring(made)}
   end
 end
 local limit = tonumber(ARGV[3])
@@ -37,5 +51,9 @@ redis.call('ZADD', KEYS[7], score, run_id)
 redis.call('SADD', KEYS[2], run_id)
 if ARGV[8] == '1' then
   redis.call('SET', KEYS[1], run_id .. ' ' .. body_hash, 'EX', tonumber(ARGV[7]))
+end
+if KEYS[8] then
+  redis.call('INCR', KEYS[8])
+  redis.call('EXPIRE', KEYS[8], tonumber(ARGV[10]))
 end
 return {'created', run_id}

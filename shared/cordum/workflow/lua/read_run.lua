@@ -4,14 +4,17 @@
 -- workflow, which only the run knows).
 -- KEYS[1] wf:run:<run_id>  KEYS[2] cordum:wf:delay:timers  KEYS[3] wf:run:def:<run_id>
 -- KEYS[4] wf:run:outbox:<run_id>  KEYS[5] cordum:wf:run:lock:<run_id>
--- KEYS[6] job:meta:<job id>  KEYS[7] res:<job id>  (KEYS[6], KEYS[7] only with a job)
+-- KEYS[6] job:meta:<job id>  KEYS[7] res:<job id>  KEYS[8] res:<job id>:redacted
+-- KEYS[9] wf:run:job:<job id>  (KEYS[6..9] only with a job)
 -- ARGV[1] run id  ARGV[2] '1' to read the definition and outbox too
 -- ARGV[3] lock token ('' to read without the lock)  ARGV[4] lock TTL (ms)
 -- ARGV[5] the most bytes of a result to return (with a job)
 -- Returns {'busy'} when the lock is held by another, {'none'} when the run does not
 -- exist (a lock just taken is given back), else {'ok', run JSON, timer score or false,
--- definition JSON or false, outbox JSON or false[, {state, result_status, result_ptr,
--- failure_reason} of the job, its result or false (absent or longer than ARGV[5])]}.
+-- definition JSON or false, outbox JSON or false[, the job's meta fields (see
+-- WorkflowStore.JOB_FIELDS), the result its result_ptr names (the worker's, or the
+-- redacted copy after a REDACT) or false (absent or longer than ARGV[5]), the
+-- engine's record of the job or false]}.
 if ARGV[3] ~= '' then
   if not redis.call('SET', KEYS[5], ARGV[3], 'NX', 'PX', tonumber(ARGV[4])) then
     return {'busy'}
@@ -34,12 +37,19 @@ if ARGV[2] ~= '1' then
 end
 local reply = {'ok', run, score, redis.call('GET', KEYS[3]), redis.call('GET', KEYS[4])}
 if KEYS[6] then
-  reply[6] = redis.call('HMGET', KEYS[6], 'state', 'result_status', 'result_ptr',
-                        'failure_reason')
-  local size = redis.call('STRLEN', KEYS[7])
+  local fields = redis.call('HMGET', KEYS[6], 'state', 'result_status', 'result_ptr',
+                            'failure_reason', 'topic', 'approval_status', 'approved_by',
+                            'approval_job_hash', 'output_safety')
+  reply[6] = fields
+  local source = KEYS[7]
+  if fields[3] == 'redis://' .. KEYS[8] then
+    source = KEYS[8]
+  end
+  local size = redis.call('STRLEN', source)
   reply[7] = false
   if size > 0 and size <= tonumber(ARGV[5]) then
-    reply[7] = redis.call('GET', KEYS[7])
+    reply[7] = redis.call('GET', source)
   end
+  reply[8] = redis.call('GET', KEYS[9])
 end
 return reply
