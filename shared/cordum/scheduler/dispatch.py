@@ -25,7 +25,6 @@ from cordum.scheduler.packets import Outcome, decode, tenant_of
 from cordum.scheduler.step_jobs import check_step_job
 from cordum.store.errors import StoreError
 from cordum.store.jobs import NO_STATE, TERMINAL_STATES, JobState, meta_key, now_us
-from cordum.store.step_jobs import parse_step_job_id
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -117,8 +116,7 @@ class Dispatcher:
                 # Fail closed: without the state a redelivery could dispatch twice.
                 raise RetryAfter(str(exc), self._policy.retry_store_s) from exc
         check_owner(req, tenant, meta)
-        if parse_step_job_id(job_id) is not None:
-            await check_step_job(self._store, req, tenant, self._policy.retry_store_s)
+        await check_step_job(self._store, req, tenant, self._policy.retry_store_s)
         state = meta.get("state", "")
         if state in (JobState.DISPATCHED, JobState.RUNNING):
             return Outcome(job_id, "noop", state, "already dispatched")

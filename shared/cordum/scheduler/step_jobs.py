@@ -9,7 +9,7 @@ from cordum.metrics import METRICS
 from cordum.scheduler.errors import RetryAfter, UnparseableRecord
 from cordum.scheduler.jobhash import job_hash
 from cordum.store.errors import StoreError
-from cordum.store.step_jobs import StepJobRecord, step_job_key
+from cordum.store.step_jobs import StepJobRecord, parse_step_job_id, step_job_key
 
 if TYPE_CHECKING:
     from cordum import protocol
@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 async def check_step_job(store: JobStore, req: protocol.JobRequest, tenant: str,
                          retry_s: float) -> None:
-    """Refuse a request under a workflow step job's id that the engine did not send.
+    """Refuse a request under a workflow step job's id that the engine did not send
+    (any other id passes, at no cost).
 
     The engine records each step job it sends (tenant and request hash) with the run,
     before the publish. Anything else under such an id (a forged approval gate made
@@ -30,6 +31,8 @@ async def check_step_job(store: JobStore, req: protocol.JobRequest, tenant: str,
     under that id stays the engine's to create. A record without a hash (written
     before hashes were recorded) checks the tenant only.
     """
+    if parse_step_job_id(req.job_id) is None:
+        return
     try:
         raw = await store.get_payload(step_job_key(req.job_id))
     except StoreError as exc:

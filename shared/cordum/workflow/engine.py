@@ -25,18 +25,16 @@ from cordum.workflow.model import (
     step_runs,
 )
 from cordum.workflow.status import (
-    FATAL_STATE,
     OPEN,
     HandlerFate,
-    Recovery,
     deciding_step,
     error_owners,
+    fatal_failure,
     handler_fate,
     job_outcome,
     kind_of,
     owned_steps,
     readiness,
-    recovery,
     run_status,
 )
 from cordum.workflow.step_kinds import begin
@@ -160,12 +158,8 @@ def cancel(run: WorkflowRun, wf: Workflow, now: datetime,
            reason: str = CANCEL_REASON) -> Effects:
     """Every open step and the run become ``cancelled``; the jobs still out are cancelled.
     A terminal run stays as it is."""
-    a = Advance(run, wf, utc(now))
-    if run.status in TERMINAL_RUN:
-        return _effects(a)
-    _ensure_steps(a)
-    _close(a, RunStatus.CANCELLED, {"code": "cancelled", "message": reason}, reason)
-    return _effects(a)
+    return _end(run, wf, now, RunStatus.CANCELLED, {"code": "cancelled", "message": reason},
+                reason)
 
 
 def reconcile(run: WorkflowRun, wf: Workflow, jobs: Mapping[str, str],
@@ -344,20 +338,6 @@ def _ensure_steps(a: Advance) -> None:
     a.run.context.setdefault("steps", {})
 
 
-def _fatal_failure(run: WorkflowRun, wf: Workflow) -> bool:
-    """A failed run with an unrecovered step whose job ended FAILED_FATAL: the saga's
-    trigger (a fatal failure its ``on_error`` chain made good rolls nothing back)."""
-    if run.status != RunStatus.FAILED:
-        return False
-    for step_id in wf.steps:
-        sr = run.steps.get(step_id)
-        if (sr is not None and sr.status == StepStatus.FAILED and sr.error
-                and sr.error.get("state") == FATAL_STATE
-                and recovery(step_id, run, wf) is Recovery.UNRECOVERED):
-            return True
-    return False
-
-
 def _effects(a: Advance) -> Effects:
     run = a.run
     if a.timeline:  # every change to a run is on its timeline
@@ -370,7 +350,7 @@ def _effects(a: Advance) -> Effects:
 
 def _ended_fatally(a: Advance) -> bool:
     ended = any(e.type == "run_status" and e.status == RunStatus.FAILED for e in a.timeline)
-    return ended and _fatal_failure(a.run, a.wf)
+    return ended and fatal_failure(a.run, a.wf)
 
 
 def timer_at(run: WorkflowRun, wf: Workflow) -> float | None:
@@ -407,8 +387,14 @@ def merged(effects: list[Effects]) -> Effects:
 def fail_run(run: WorkflowRun, wf: Workflow, now: datetime, error: dict[str, Any]) -> Effects:
     """The run fails with ``error`` whatever its steps say (one the engine cannot advance):
     open steps and their jobs are closed as a cancel does; a terminal run stays as it is."""
+    return _end(run, wf, now, RunStatus.FAILED, error,
+                f"{error.get('code')}: {error.get('message')}")
+
+
+def _end(run: WorkflowRun, wf: Workflow, now: datetime, status: RunStatus,
+         error: dict[str, Any], reason: str) -> Effects:
     a = Advance(run, wf, utc(now))
     if run.status not in TERMINAL_RUN:
         _ensure_steps(a)
-        _close(a, RunStatus.FAILED, error, f"{error.get('code')}: {error.get('message')}")
+        _close(a, status, error, reason)
     return _effects(a)

@@ -35,6 +35,18 @@ FATAL_STATE = "FAILED_FATAL"
 
 
 @dataclass(frozen=True, slots=True)
+class StoredJobEnd:
+    """A step job as the job store holds it when its end is applied to its run."""
+
+    meta: dict[str, str]
+    """Its meta fields of :data:`cordum.workflow.job_ends.JOB_FIELDS`."""
+    result: bytes | None
+    """The result its ``result_ptr`` names, when not longer than asked for."""
+    record: StepJobRecord | None
+    """The engine's record of the job (None when there is none)."""
+
+
+@dataclass(frozen=True, slots=True)
 class JobEnd:
     """A step job as the engine applies it."""
 

@@ -46,8 +46,9 @@ if TYPE_CHECKING:
     from cordum.store.locks import Lease
     from cordum.workflow.definition import Workflow
     from cordum.workflow.engine import Effects
+    from cordum.workflow.job_ends import StoredJobEnd
     from cordum.workflow.limits import WorkflowLimits
-    from cordum.workflow.store import LockedRun, StoredJobEnd, WorkflowStore
+    from cordum.workflow.store import LockedRun, WorkflowStore
 
 log = logging.getLogger(__name__)
 

@@ -29,6 +29,7 @@ from cordum.workflow.steps import (
     job_id,
     schema_problem,
 )
+from cordum.workflow.storage_step import storage_step
 from cordum.workflow.switch import switch_step
 
 if TYPE_CHECKING:
@@ -42,9 +43,6 @@ SOURCE_LABEL = "workflow"
 COMPOSITE_KINDS = {"parallel": parallel.begin_parallel, "loop": composite.begin_loop}
 NOT_CHILD_KINDS = frozenset({"condition", "switch", "parallel", "loop", "subworkflow", "delay"})
 """Kinds a for_each item or a loop iteration cannot be."""
-STORAGE_OPERATIONS = ("read", "write", "delete")
-ENGINE_CONTEXT_KEY = "steps"
-"""The part of the run context the engine writes (step outputs): storage steps keep off."""
 SEVERITIES = {"INFO": 1, "WARN": 2, "WARNING": 2, "ERROR": 3, "CRITICAL": 4}
 NOTIFY_SOURCE = "workflow-engine"
 
@@ -94,7 +92,7 @@ def begin(a: Advance, step: Step, sr: StepRun) -> None:
     elif kind == "transform":
         complete(a, step, sr, payload)
     elif kind == "storage":
-        _storage_step(a, step, sr, payload)
+        storage_step(a, step, sr, payload)
     elif kind == "approval":
         _dispatch(a, step, sr, payload, approval=True)
     else:
@@ -147,43 +145,6 @@ def _approved_payload(a: Advance, step: Step, sr: StepRun) -> Any:
             "message": "the step's input is not the one its approval gate approved"})
         return _INVALID
     return sr.input
-
-
-def _storage_step(a: Advance, step: Step, sr: StepRun, payload: Any) -> None:
-    """``operation`` read | write | delete of the dot path ``key`` in the run context
-    (``value`` for a write). The output is the value at the key: as read, as written,
-    or as it was before the delete (nil when there was none)."""
-    spec = payload if isinstance(payload, dict) else {}
-    operation = str(spec.get("operation", "")).strip().lower()
-    path = [part for part in str(spec.get("key", "")).split(".") if part]
-    problem = ""
-    if operation not in STORAGE_OPERATIONS:
-        problem = f"operation must be one of {', '.join(STORAGE_OPERATIONS)}"
-    elif not path:
-        problem = "key must be a dot path such as 'order.total'"
-    elif path[0] == ENGINE_CONTEXT_KEY:
-        problem = f"key {spec.get('key')!r} is the engine's own ({ENGINE_CONTEXT_KEY}.*)"
-    if problem:
-        fail(a, step, sr, StepStatus.FAILED, {"code": "storage_invalid", "message": problem})
-        return
-    parent: Any = a.run.context
-    for part in path[:-1]:
-        child = parent.get(part) if isinstance(parent, dict) else None
-        if not isinstance(child, dict):
-            if operation != "write":
-                complete(a, step, sr, None)
-                return
-            child = parent[part] = {}
-        parent = child
-    leaf = path[-1]
-    if operation == "read":
-        value = copy_value(parent.get(leaf))
-    elif operation == "write":
-        parent[leaf] = copy_value(spec.get("value"))
-        value = copy_value(spec.get("value"))
-    else:
-        value = parent.pop(leaf, None)
-    complete(a, step, sr, value)
 
 
 _INVALID = object()

@@ -35,7 +35,7 @@ from cordum.store.step_jobs import StepJobRecord, step_job_key
 from cordum.workflow import keys, run_listing
 from cordum.workflow.definition_store import stored_definition
 from cordum.workflow.errors import IdempotencyConflict, RunLimitExceeded, RunNotRunnable
-from cordum.workflow.job_ends import fields_of
+from cordum.workflow.job_ends import StoredJobEnd, fields_of
 from cordum.workflow.model import StepRun, WorkflowRun
 from cordum.workflow.redis_io import dumps, execute, read_pipe, redis_errors, text, time_us
 
@@ -392,15 +392,3 @@ class LockedRun:
     """None when the run does not exist (no lock is held then)."""
     loaded: tuple[WorkflowRun, Workflow, list[dict[str, Any]] | None] | None
     job: StoredJobEnd | None
-
-
-@dataclass(frozen=True, slots=True)
-class StoredJobEnd:
-    """A step job as the job store holds it when its end is applied to its run."""
-
-    meta: dict[str, str]
-    """Its meta fields of :data:`cordum.workflow.job_ends.JOB_FIELDS`."""
-    result: bytes | None
-    """The result its ``result_ptr`` names, when not longer than asked for."""
-    record: StepJobRecord | None
-    """The engine's record of the job (None when there is none)."""
