@@ -8,9 +8,7 @@ Redis and NATS.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,20 +22,6 @@ from cordum.store.jobs import meta_key
 from cordum.store.results import redacted_key, redacted_pointer
 from cordum.workflow.errors import InvalidDefinition, RerunNotRunnable
 from tests.workflow_harness import WorkflowStack
-
-
-@pytest.fixture
-def stack(kernel: str) -> Iterator[tuple[asyncio.AbstractEventLoop, WorkflowStack]]:
-    from cordum import runtime
-
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    s = WorkflowStack(kernel)
-    loop.run_until_complete(s.start())
-    yield loop, s
-    loop.run_until_complete(s.close())
-    loop.run_until_complete(runtime.aclose())
-    loop.close()
 
 
 def starter(s: WorkflowStack) -> Principal:
@@ -105,6 +89,19 @@ async def settle(s: WorkflowStack, seconds: float = 0.6) -> None:
         await s.pump(never, seconds)
     except AssertionError:
         pass
+
+
+async def held_work(s: WorkflowStack, steps: dict[str, Any]) -> tuple[str, str]:
+    """A run of ``steps`` whose ``work`` job the worker holds: its end is the test's."""
+    s.worker.script["job.echo"] = ["hold"]
+    run_id = await start(s, steps, {})
+    job = f"{run_id}:work@1"
+
+    async def held() -> bool:
+        return job in s.worker.held
+
+    await s.pump(held)
+    return run_id, job
 
 
 PLAN_GATE_ACT = {
@@ -398,16 +395,9 @@ def test_a_redacted_step_output_reaches_the_run_only_as_its_redacted_copy(stack)
     steps = {"work": {"type": "worker", "topic": "job.echo"},
              "next": {"type": "transform", "depends_on": ["work"],
                       "input": {"seen": "${steps.work.output}"}}}
-    s.worker.script["job.echo"] = ["hold"]
 
     async def scenario():
-        run_id = await start(s, steps, {})
-        job = f"{run_id}:work@1"
-
-        async def held() -> bool:
-            return job in s.worker.held
-
-        await s.pump(held)
+        run_id, job = await held_work(s, steps)
         # the job's end as the result path stores it after the output policy's REDACT
         await s.redis.set(result_key(job), json.dumps({"card": "4111 1111 1111 1111"}))
         await s.redis.set(redacted_key(job), json.dumps({"card": "[REDACTED]"}))
@@ -435,16 +425,9 @@ def test_a_succeeded_step_waits_for_its_output_decision(stack, monkeypatch):
     config.settings.cache_clear()
     loop, s = stack
     steps = {"work": {"type": "worker", "topic": "job.echo"}}
-    s.worker.script["job.echo"] = ["hold"]
 
     async def scenario():
-        run_id = await start(s, steps, {})
-        job = f"{run_id}:work@1"
-
-        async def held() -> bool:
-            return job in s.worker.held
-
-        await s.pump(held)
+        run_id, job = await held_work(s, steps)
         await s.redis.set(result_key(job), json.dumps({"secret": "unscanned"}))
         await s.redis.hset(meta_key(job), mapping={
             "state": "SUCCEEDED", "result_status": "SUCCEEDED",
@@ -472,16 +455,9 @@ def test_a_quarantined_step_output_never_reaches_the_run(stack):
     """Finding 5: nothing of a quarantined output reaches the run."""
     loop, s = stack
     steps = {"work": {"type": "worker", "topic": "job.echo"}}
-    s.worker.script["job.echo"] = ["hold"]
 
     async def scenario():
-        run_id = await start(s, steps, {})
-        job = f"{run_id}:work@1"
-
-        async def held() -> bool:
-            return job in s.worker.held
-
-        await s.pump(held)
+        run_id, job = await held_work(s, steps)
         await s.redis.set(result_key(job), json.dumps({"secret": "bad"}))
         record = {"phase": "async", "decision": "QUARANTINE", "quarantined": True}
         await s.redis.hset(meta_key(job), mapping={

@@ -7,33 +7,17 @@ granted): the run then did what nobody approved. Each test is such an exploit.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from cordum import runtime
 from cordum.gateway.workflows import WorkflowService
 from cordum.workflow import keys
 from cordum.workflow.errors import InvalidDefinition
 from tests.integration.test_workflow_composite_runs import held_count, save
 from tests.integration.test_workflow_runs import finished, start, who
 from tests.workflow_harness import WorkflowStack
-
-
-@pytest.fixture
-def stack(kernel: str) -> Iterator[tuple[asyncio.AbstractEventLoop, WorkflowStack]]:
-    """The workflow engine in this process on the real Redis, NATS and safety kernel."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    s = WorkflowStack(kernel, topics=("job.elsewhere",))
-    loop.run_until_complete(s.start())
-    yield loop, s
-    loop.run_until_complete(s.close())
-    loop.run_until_complete(runtime.aclose())
-    loop.close()
 
 
 def child(s: WorkflowStack, topic: str = "job.echo") -> dict[str, Any]:

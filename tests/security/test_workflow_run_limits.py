@@ -8,7 +8,6 @@ a run (or the runs under it) without bound; the limits are the ``limits`` sectio
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,19 +24,6 @@ from tests.integration.test_workflow_composite_runs import save
 from tests.integration.test_workflow_runs import finished, start
 from tests.integration.workflow_api import Api, world
 from tests.workflow_harness import WorkflowStack
-
-
-@pytest.fixture
-def stack(kernel: str) -> Iterator[tuple[asyncio.AbstractEventLoop, WorkflowStack]]:
-    """The workflow engine in this process on the real Redis, NATS and safety kernel."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    s = WorkflowStack(kernel)
-    loop.run_until_complete(s.start())
-    yield loop, s
-    loop.run_until_complete(s.close())
-    loop.run_until_complete(runtime.aclose())
-    loop.close()
 
 
 @pytest.fixture
