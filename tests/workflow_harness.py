@@ -130,6 +130,8 @@ class WorkflowStack:
         """Job ids whose next sys.job.submit message is dropped (once each)."""
         self._nc: Any = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._stream = ""
+        self._first_seq = 1
 
     async def start(self) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -138,6 +140,12 @@ class WorkflowStack:
                             "active_jobs": 0, "max_parallel_jobs": 64}]}
         await self.redis.set(self.snapshot_key, json.dumps(doc), ex=600)
         self._nc = await nats.connect(NATS_URL)
+        js = self._nc.jetstream()
+        try:
+            self._stream = await js.find_stream_name_by_subject(protocol.SUBJECT_SUBMIT)
+            self._first_seq = (await js.stream_info(self._stream)).state.last_seq + 1
+        except Exception:  # no stream yet: the publisher makes it, from sequence 1
+            self._stream, self._first_seq = "", 1
         await self._nc.subscribe(protocol.SUBJECT_SUBMIT, cb=self._on_submit)
         await self._nc.subscribe(protocol.SUBJECT_RESULT, cb=self._on_result)
         await self._nc.subscribe(protocol.SUBJECT_CANCEL, cb=self._on_result)
@@ -226,6 +234,7 @@ class WorkflowStack:
         from tests.helpers import forget_jobs
 
         if self._nc is not None:
+            await self._drop_own_packets()
             await self._nc.close()
         await forget_jobs(self.redis, sorted(set(self.worker.received) | self.job_ids()),
                           tombstone=False)
@@ -240,6 +249,25 @@ class WorkflowStack:
         for wf in await self.definitions.list_definitions(self.tenant):
             await self.definitions.delete_definition(self.tenant, wf.id)
         await self.redis.aclose()
+
+    async def _drop_own_packets(self) -> None:
+        """Take this test's step jobs, results and cancels off the job stream: a stack
+        consuming it later (the e2e suite's) must never work on a test's packets, which
+        it would refuse (their runs are gone) into its submit DLQ."""
+        from tests.helpers import drop_from_stream
+
+        def ours(packet: protocol.BusPacket) -> bool:
+            job_id = (packet.job_request.job_id or packet.job_result.job_id
+                      or packet.job_cancel.job_id)
+            return self.ours(job_id) or packet.trace_id in self.run_ids
+
+        js = self._nc.jetstream()
+        try:
+            stream = self._stream or await js.find_stream_name_by_subject(
+                protocol.SUBJECT_SUBMIT)
+            await drop_from_stream(js, stream, self._first_seq, ours)
+        except Exception:  # no stream: nothing was kept
+            return
 
     def job_ids(self) -> set[str]:
         return {e.job_id for e in self.queue.sent if e.job_id}
