@@ -25,7 +25,9 @@ from cordum.safety.breaker import (
 from tests.conftest import REDIS_URL
 
 OPEN_S = 0.3
-POLICY = BreakerPolicy(open_duration_s=OPEN_S, op_timeout_s=1.0)
+# First wait = longest wait: every opening lasts OPEN_S, as Cordum's fixed open duration
+# (the doubling waits are tested in test_breaker_recovery.py).
+POLICY = BreakerPolicy(open_duration_s=OPEN_S, probe_after_s=OPEN_S, op_timeout_s=1.0)
 
 READ_COMMANDS = {"EVALSHA", "EVAL", "HMGET", "HGETALL", "HEXISTS", "TIME", "GET", "PTTL"}
 

@@ -5,14 +5,17 @@ input checks, ``cordum:cb:safety:output:failures`` for output checks); every sta
 change is one Lua script (``lua/*.lua``, layout documented in ``admit.lua``), timed by
 the Redis clock so replicas with skewed clocks agree::
 
-    closed --(fail_threshold failures within failure_window)--> open
-    open   --(open_duration passes)--------------------------> half-open
+    closed --(fail_threshold failures within failure_window)--> open, wait = probe_after
+    open   --(the wait passes)----------------------------------> half-open
     half-open: at most half_open_max probes in flight, across all replicas
-      --(close_after probe successes)--> closed (key deleted)
-      --(a probe fails)----------------> open again, for a full open_duration
+      --(close_after probe successes)--> closed (key deleted: the next wait is probe_after)
+      --(a probe fails)----------------> open again, wait doubled, at most open_duration
 
-Cordum's Redis mode has no half-open state: once its counter expires, every replica
-sends full traffic to a kernel that may still be down.
+With the defaults the waits run 1, 2, 4, 8, 16, 30, 30 s: a kernel back within a second
+costs clients about a second of rejections; one that stays down is soon probed only every
+30 s. The wait is a field of the hash, so every replica is in step. Cordum holds every
+opening for 30 s, and its Redis mode has no half-open state: once its counter expires,
+every replica sends full traffic to a kernel that may still be down.
 
 The common case costs no write, and mostly no read: a clean closed admission is reused
 for ``clean_reuse_s`` (1 s) without asking Redis. Otherwise ``allow`` reads the hash
@@ -61,10 +64,14 @@ class BreakerPolicy:
     fail_threshold: int = 3
     """Failures (within ``failure_window_s``) that open the breaker."""
     open_duration_s: float = 30.0
-    """How long an open breaker rejects every call, from the failure that opened it."""
+    """The longest an open breaker rejects every call before it admits probes (Cordum's
+    fixed open duration): the cap of the doubling wait."""
+    probe_after_s: float = 1.0
+    """The wait before the first probes once the breaker opens (at most
+    ``open_duration_s``); each failed probe doubles it, up to ``open_duration_s``."""
     half_open_max: int = 3
-    """Probe calls admitted at the same time, across all replicas, once the open window
-    has passed."""
+    """Probe calls admitted at the same time, across all replicas, once the wait has
+    passed."""
     close_after: int = 2
     """Probe successes that close a half-open breaker."""
     op_timeout_s: float = 2.0
@@ -76,7 +83,7 @@ class BreakerPolicy:
     """A probe that reports nothing for this long frees its slot (its caller died or was
     frozen mid-call). Must exceed the deadline of the call the breaker guards."""
     half_open_idle_s: float = 300.0
-    """A breaker whose open window passed and that sees no probe for this long is
+    """A breaker whose wait passed and that sees no probe for this long is
     forgotten (back to closed). Every key the breaker writes expires."""
     redis_retry_interval_s: float = 1.0
     """After a Redis error the local breaker alone decides for this long, so an
@@ -90,8 +97,8 @@ class BreakerPolicy:
         for name in ("fail_threshold", "half_open_max", "close_after"):
             if getattr(self, name) < 1:
                 raise ValueError(f"BreakerPolicy.{name} must be >= 1")
-        for name in ("open_duration_s", "op_timeout_s", "failure_window_s", "probe_lease_s",
-                     "half_open_idle_s"):
+        for name in ("open_duration_s", "probe_after_s", "op_timeout_s", "failure_window_s",
+                     "probe_lease_s", "half_open_idle_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"BreakerPolicy.{name} must be > 0")
         for name in ("redis_retry_interval_s", "clean_reuse_s"):
@@ -125,7 +132,7 @@ class Admission:
     """Failures counted when the call was admitted; 0 on a closed admission means its
     success needs no write."""
     cooldown_remaining_ms: int = 0
-    """For a rejection by an open breaker: time left of the open window."""
+    """For a rejection by an open breaker: time until it admits probes."""
     token: str = ""
     """Identifies a probe's slot ("" unless ``kind`` is PROBE)."""
 
@@ -151,7 +158,7 @@ class BreakerState:
     """Failures counted: within the failure window while closed, then those that opened
     (and reopened) the breaker."""
     cooldown_remaining_ms: int = 0
-    """Time left of the open window (0 unless OPEN)."""
+    """Time until the open breaker admits probes (0 unless OPEN)."""
     fail_threshold: int = 3
     """The policy's threshold, for the reader of the status."""
     probes_in_flight: int = 0
@@ -186,6 +193,7 @@ class LocalBreaker:
         self._failures = 0
         self._window_ends = 0.0
         self._open_until: float | None = None
+        self._wait = 0.0
         self._successes = 0
         self._probes: dict[str, float] = {}
 
@@ -243,13 +251,16 @@ class LocalBreaker:
             self._failures = 0
 
     def _open(self, now: float) -> None:
-        self._open_until = now + self._policy.open_duration_s
+        p = self._policy
+        self._wait = min(self._wait * 2 if self._wait else p.probe_after_s, p.open_duration_s)
+        self._open_until = now + self._wait
         self._successes = 0
         self._probes.clear()
 
     def _close(self) -> None:
         self._failures = 0
         self._open_until = None
+        self._wait = 0.0
         self._successes = 0
         self._probes.clear()
 
@@ -335,8 +346,9 @@ class CircuitBreaker:
         p = self.policy
         token = admission.token if admission.kind is AdmissionKind.PROBE else ""
         try:
-            await self._run("failure", [token, p.fail_threshold, _ms(p.open_duration_s),
-                                        _ms(p.failure_window_s), _ms(p.half_open_idle_s)])
+            await self._run("failure", [token, p.fail_threshold, _ms(p.probe_after_s),
+                                        _ms(p.open_duration_s), _ms(p.failure_window_s),
+                                        _ms(p.half_open_idle_s)])
         except _RedisUnavailable:
             pass
 

@@ -1,7 +1,8 @@
 -- Admit one call through the shared safety-kernel circuit breaker, or report its state.
 -- The breaker is one hash, timed by the Redis clock so every replica agrees:
 --   failures    failures counted (closed: within the failure window; then while open)
---   open_until  end of the open window, ms; absent = closed, past = half-open
+--   open_until  when the open breaker next admits probes, ms; absent = closed, past = half-open
+--   wait_ms     the wait that set open_until; a failed probe doubles it (failure.lua)
 --   successes   probe successes in the current half-open round
 --   p:<token>   one admitted probe, value = its lease expiry, ms
 -- KEYS[1] breaker key (cordum:cb:safety:failures or cordum:cb:safety:output:failures)
@@ -10,7 +11,7 @@
 -- ARGV[5] probe lease, ms  ARGV[6] half-open idle TTL, ms
 -- Returns {kind, failures, cooldown_ms, probes}; kind is
 --   "closed"     admitted (nothing is written)
---   "open"       rejected; cooldown_ms is what is left of the open window (nothing is written)
+--   "open"       rejected; cooldown_ms is the time until probes are admitted (nothing is written)
 --   "probe"      half-open, admitted as a probe under lease p:<token>
 --   "full"       half-open, rejected: the probe quota is taken
 --   "half_open"  (peek only) half-open; probes = live probe leases
