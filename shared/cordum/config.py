@@ -31,6 +31,10 @@ LogLevel = Annotated[str, AfterValidator(parse_level)]
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 DEFAULT_SAFETY_KERNEL_ADDR = "127.0.0.1:50051"
+DEFAULT_OUTPUT_HOLD_MAX_S = 600.0
+"""How long an output whose content check finds no kernel waits, unserved, for one that
+answers: a kernel restart or deploy fits well inside, a workflow step is not stalled
+for long, and twenty re-checks (one per 30 s tick) fall within it."""
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -60,6 +64,10 @@ class Settings(BaseModel):
     safety_timeout_s: float = Field(default=2.0, gt=0)
     # Cordum's OUTPUT_POLICY_ENABLED: check SUCCEEDED results against output_rules.
     output_policy_enabled: bool = False
+    # How long a SUCCEEDED output whose content check could not reach the kernel
+    # (fail-closed) is held unserved and checked again, before it is quarantined
+    # with output_check_unavailable.
+    output_hold_max_s: float = Field(default=DEFAULT_OUTPUT_HOLD_MAX_S, gt=0)
     # Workflows: the two queues that carry run events (FIFO, one message group per
     # run) and timers (standard, per-message delays), and a tenant's open-run limit
     # (0: none), over which a start answers 429 RUN_NOT_RUNNABLE.
@@ -102,6 +110,7 @@ _ENV = {
     "publish_timeout_s": "CORDUM_PUBLISH_TIMEOUT_S",
     "safety_timeout_s": "CORDUM_SAFETY_TIMEOUT_S",
     "output_policy_enabled": "OUTPUT_POLICY_ENABLED",
+    "output_hold_max_s": "CORDUM_OUTPUT_HOLD_MAX_S",
     "workflow_queue_url": "WORKFLOW_QUEUE_URL",
     "workflow_timer_queue_url": "WORKFLOW_TIMER_QUEUE_URL",
     "workflow_max_active_runs": "CORDUM_WORKFLOW_MAX_ACTIVE_RUNS",

@@ -155,7 +155,7 @@ def test_async_redact_by_content_pattern_stores_the_redacted_result(env):
     assert loop.run_until_complete(redis.get(redacted_key(job_id))) == f"pin {REDACTED}".encode()
 
 
-def test_kernel_down_sync_allows_and_async_quarantines(env):
+def test_kernel_down_sync_allows_and_async_holds(env):
     loop, checker, redis, job_id, server = env
     res = result(loop, redis, job_id, b"x")
     server.stop(grace=0).wait()
@@ -165,5 +165,8 @@ def test_kernel_down_sync_allows_and_async_quarantines(env):
         checker.async_check(job_id, "job.default", "t1", res.result_ptr, timeout_s=1.0))
 
     assert sync.decision is OutputDecision.ALLOW and sync.skipped and not sync.quarantine
-    assert late.quarantine and late.skipped
-    assert record(loop, redis, job_id)["skipped"] is True
+    # No kernel, no decision: the output is held (unserved), not quarantined, and the
+    # record stays the sync one.
+    assert late.held and not late.quarantine and late.skipped
+    stored = record(loop, redis, job_id)
+    assert stored["skipped"] is True and stored["phase"] == "sync"

@@ -10,6 +10,10 @@ scheduler does:
   fail mode: ``open`` -> ALLOW, ``closed`` (default) -> QUARANTINE; either way
   ``failed=True`` so a caller that needs a real answer (materialization) can tell.
 
+``unavailable=True`` marks a kernel that could not be reached in time (UNAVAILABLE,
+DEADLINE_EXCEEDED, or the circuit open): asking again later may get an answer. Any
+other failure (another status, an answer that does not decode) is not marked.
+
 The fail mode is ``OUTPUT_POLICY_FAIL_MODE`` if set, else safety.yaml
 ``output_policy.fail_mode``, else closed; an explicit ``fail_mode`` argument wins.
 
@@ -88,6 +92,9 @@ class OutputCheckResult:
     failed: bool = False
     """The kernel gave no answer; ``decision`` comes from the fail mode."""
     error: str = ""
+    unavailable: bool = False
+    """``failed`` because the kernel could not be reached in time (UNAVAILABLE,
+    DEADLINE_EXCEEDED, circuit open): a later call may get an answer."""
 
 
 def meta_timeout_s(env: Mapping[str, str] | None = None) -> float:
@@ -106,7 +113,21 @@ def meta_timeout_s(env: Mapping[str, str] | None = None) -> float:
 
 
 class _CallError(Exception):
-    pass
+    def __init__(self, message: str, *, circuit_open: bool = False) -> None:
+        super().__init__(message)
+        self.circuit_open = circuit_open
+
+    @property
+    def unavailable(self) -> bool:
+        """The kernel was not reached in time: the circuit is open, or the RPC ended
+        UNAVAILABLE or DEADLINE_EXCEEDED (the status is on the cause)."""
+        if self.circuit_open:
+            return True
+        import grpc
+
+        code = getattr(self.__cause__, "code", None)
+        return callable(code) and code() in (grpc.StatusCode.UNAVAILABLE,
+                                             grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class OutputPolicyClient:
@@ -143,7 +164,8 @@ class OutputPolicyClient:
             doc = await self._call(CHECK_META_METHOD, req.body(), self.meta_timeout_s)
         except _CallError as exc:
             return OutputCheckResult(OutputDecision.ALLOW, "output policy check skipped",
-                                     skipped=True, failed=True, error=str(exc))
+                                     skipped=True, failed=True, error=str(exc),
+                                     unavailable=exc.unavailable)
         return _result(doc)
 
     async def check_content(self, req: OutputCheckRequest, content: str, *,
@@ -154,10 +176,11 @@ class OutputPolicyClient:
             if self.fail_mode is FailMode.OPEN:
                 return OutputCheckResult(OutputDecision.ALLOW,
                                          f"output policy unavailable (fail-open): {exc}",
-                                         failed=True, error=str(exc))
+                                         failed=True, error=str(exc),
+                                         unavailable=exc.unavailable)
             return OutputCheckResult(OutputDecision.QUARANTINE,
                                      f"output policy unavailable (fail-closed): {exc}",
-                                     failed=True, error=str(exc))
+                                     failed=True, error=str(exc), unavailable=exc.unavailable)
         return _result(doc)
 
     async def aclose(self) -> None:
@@ -171,7 +194,7 @@ class OutputPolicyClient:
     async def _call(self, method: str, body: dict[str, Any], timeout_s: float) -> Any:
         admission = await self._breaker.allow()
         if not admission.admitted:
-            raise _CallError(CIRCUIT_OPEN_REASON)
+            raise _CallError(CIRCUIT_OPEN_REASON, circuit_open=True)
         try:
             doc = await self._rpc(method, body, timeout_s)
         except _CallError:

@@ -12,7 +12,10 @@ Two phases, as in Cordum (engine wiring is the caller's):
 
 ``async_check`` — after SUCCEEDED has been written. The full content scan
     (CheckContent, 30 s or the caller's shorter bound). Errors follow the output
-    fail mode (closed -> QUARANTINE). ``quarantine`` means: under the job lock, if
+    fail mode (closed -> QUARANTINE), except a kernel not reached in time (UNAVAILABLE,
+    DEADLINE_EXCEEDED, circuit open) under fail-closed: the verdict is ``held``, no
+    decision, nothing recorded; the output stays unserved until a later check decides
+    (:mod:`cordum.scheduler.held_outputs`). ``quarantine`` means: under the job lock, if
     the job is still SUCCEEDED, move it to OUTPUT_QUARANTINED and emit the DLQ
     entry with code :data:`ASYNC_QUARANTINE_CODE`. A REDACT decided here (a rule
     with content patterns, which the meta phase cannot see) is stored like the sync
@@ -67,6 +70,8 @@ log = logging.getLogger("cordum.scheduler.output_check")
 QUARANTINE_REASON_CODE = "output_quarantined"
 """DLQ error code of a sync quarantine (Cordum's outputPolicyReason)."""
 ASYNC_QUARANTINE_CODE = "output_quarantined_async"
+UNAVAILABLE_QUARANTINE_CODE = "output_check_unavailable"
+"""DLQ error code of an output held past the hold limit, the kernel still unreachable."""
 DEFAULT_QUARANTINE_REASON = "output quarantined by policy"
 PREFETCH_BYTES = 64 * 1024
 REDACTED_TTL_S = 24 * 3600
@@ -122,6 +127,8 @@ class OutputVerdict:
     """No answer from the kernel; the decision is the fail-open/-closed default."""
     checked_at: int = field(default_factory=lambda: time.time_ns() // 1000)
     """When the decision was made (µs)."""
+    held: bool = False
+    """No decision: the kernel was not reached (fail-closed); check again later."""
 
     def record(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -220,13 +227,16 @@ class OutputChecker:
             verdict = await self._check_partial(req, text, size, timeout_s)
         else:
             verdict = await self._check_whole(req, text, timeout_s)
-        if record:
+        if record and not verdict.held:
             await self._record(job_id, verdict)
         return verdict
 
     async def _check_whole(self, req: OutputCheckRequest, text: str,
                            timeout_s: float) -> OutputVerdict:
         result = await self.client.check_content(req, text, timeout_s=timeout_s)
+        if result.unavailable and self.client.fail_mode is not FailMode.OPEN:
+            return replace(_verdict(result, "async", quarantine=False,
+                                    result_ptr=req.result_ptr), held=True)
         if result.decision is OutputDecision.REDACT and not result.failed:
             verdict = await self._store_redacted(req, result, "async")
         else:

@@ -1,5 +1,10 @@
 """The output phase of a SUCCEEDED result: the metadata check before its state is
-written, the content check after it, and an async quarantine with its audit."""
+written, the content check after it, and an async quarantine with its audit.
+
+A content check that could not reach the kernel (fail-closed) holds the output: the
+job stays SUCCEEDED with no final decision (unserved) and enters the held set
+(:mod:`cordum.store.held_outputs`); :meth:`OutputPhase.recheck` asks again later.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,18 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from cordum import protocol, runtime
 from cordum.metrics import METRICS
 from cordum.safety.output_client import CONTENT_TIMEOUT_S
 from cordum.scheduler.errors import RetryAfter
-from cordum.scheduler.output_check import ASYNC_QUARANTINE_CODE
+from cordum.scheduler.output_check import ASYNC_QUARANTINE_CODE, UNAVAILABLE_QUARANTINE_CODE
 from cordum.scheduler.packets import tenant_of
 from cordum.store.errors import InvalidTransition, StoreError
-from cordum.store.jobs import JobState
+from cordum.store.held_outputs import HeldOutputs
+from cordum.store.jobs import JobState, now_us
 from cordum.store.results import DECISION_TTL_S, decision_key
 
 if TYPE_CHECKING:
@@ -54,60 +61,105 @@ class OutputScan:
         return {decision_key(self.job_id): (self.verdict.record_json(), DECISION_TTL_S)}
 
 
+class ContentOutcome(StrEnum):
+    """What a content check left the job with."""
+
+    DECIDED = "decided"
+    """The final decision is recorded: the output is served as it says."""
+    QUARANTINED = "quarantined"
+    """OUTPUT_QUARANTINED (or no longer SUCCEEDED: nothing left to decide)."""
+    HELD = "held"
+    """No decision: the kernel was not reached; the output stays unserved."""
+    UNRECORDED = "unrecorded"
+    """Decided, but the record or the state could not be written."""
+
+
 class OutputPhase:
     """Runs the output policy checks of a result and applies a late quarantine."""
 
     def __init__(self, checker: OutputChecker, ports: EnginePorts, writer: StateWriter,
-                 policy: EnginePolicy) -> None:
+                 policy: EnginePolicy, held: HeldOutputs | None = None) -> None:
         self._checker = checker
         self._store: JobStore = ports.store
         self._publisher: BusPublisher = ports.publisher
         self._writer = writer
         self._policy = policy
+        store: Any = checker.store  # the checker's Redis client
+        self._held = held or HeldOutputs(store)
 
     async def check_metadata(self, res: protocol.JobResult) -> OutputScan:
         """The metadata check of a SUCCEEDED result, before its state is written."""
         started = time.monotonic()
         pre = await self._checker.prefetch(res.job_id, res.result_ptr)
-        req = pre.request
-        topic = (req.topic if req is not None else "") or "unknown"
-        tenant = tenant_of(req) if req is not None else ""
-        labels = dict(req.labels) if req is not None else {}
+        topic, tenant, labels = _asked(pre)
         verdict = await self._checker.sync_check(res, topic, tenant, labels=labels,
                                                  prefetched=pre, record=False)
         self._metrics(verdict, topic, started)
         return OutputScan(res.job_id, topic, tenant, labels, res.result_ptr, pre, verdict)
 
-    async def check_content(self, job_id: str, scan: OutputScan) -> None:
-        """The content check of a job now SUCCEEDED (Cordum's async phase)."""
-        started = time.monotonic()
+    async def check_content(self, job_id: str, scan: OutputScan) -> ContentOutcome:
+        """The content check of a job now SUCCEEDED (Cordum's async phase); a held output
+        enters the held set (``RetryAfter`` when it cannot: the result is delivered again,
+        and scanned again)."""
         timeout = min(CONTENT_TIMEOUT_S,
                       runtime.time_left(CONTENT_TIMEOUT_S) - self._policy.output_margin_s)
         if timeout <= 0:
-            # No time left in this invocation: fail as the kernel being slow would.
+            # No time left in this invocation: end as a slow kernel would (held, when
+            # the output fails closed).
             log.warning("job %s: no time left for the output content check", job_id)
             timeout = 0.001
+        outcome = await self._content(job_id, scan.prefetched,
+                                      scan.verdict.result_ptr or scan.result_ptr, timeout)
+        if outcome is ContentOutcome.HELD:
+            try:
+                await self._held.hold(job_id, now_us())
+            except StoreError as exc:
+                raise RetryAfter(f"job {job_id}: {exc}", self._policy.retry_store_s) from exc
+        return outcome
+
+    async def recheck(self, job_id: str, result_ptr: str, timeout_s: float, *,
+                      give_up_s: float | None = None) -> ContentOutcome:
+        """The content check of a held job again, its request and result read anew. With
+        ``give_up_s`` (how long it has been held, past the limit) a kernel still not
+        reached quarantines it (``output_check_unavailable``) instead."""
+        pre = await self._checker.prefetch(job_id, result_ptr)
+        return await self._content(job_id, pre, result_ptr, timeout_s, give_up_s=give_up_s)
+
+    async def _content(self, job_id: str, pre: Prefetched, result_ptr: str, timeout_s: float,
+                       *, give_up_s: float | None = None) -> ContentOutcome:
+        """The content scan of ``result_ptr`` and what it decides, applied."""
+        started = time.monotonic()
+        topic, tenant, labels = _asked(pre)
         verdict = await self._checker.async_check(
-            job_id, scan.topic, scan.tenant, scan.verdict.result_ptr or scan.result_ptr,
-            labels=scan.labels, timeout_s=timeout, prefetched=scan.prefetched, record=False)
-        self._metrics(verdict, scan.topic, started)
-        done = replace(scan, verdict=verdict)
+            job_id, topic, tenant, result_ptr, labels=labels, timeout_s=timeout_s,
+            prefetched=pre, record=False)
+        self._metrics(verdict, topic, started)
+        if verdict.held and give_up_s is None:
+            return ContentOutcome.HELD
+        code = ASYNC_QUARANTINE_CODE
+        if verdict.held:
+            code = UNAVAILABLE_QUARANTINE_CODE
+            verdict = replace(verdict, held=False, quarantine=True, reason=(
+                f"output check unavailable for {give_up_s:.0f} s: {verdict.reason}"))
+        done = OutputScan(job_id, topic, tenant, labels, result_ptr, pre, verdict)
         if verdict.quarantine:
-            await self._quarantine(job_id, done)
-            return
+            return await self._quarantine(job_id, done, code)
         fields = done.fields()
-        if verdict.result_ptr and verdict.result_ptr != scan.result_ptr:
+        if verdict.result_ptr and verdict.result_ptr != result_ptr:
             fields["result_ptr"] = verdict.result_ptr
         try:
             await self._store.put_records(job_id, fields, done.records())
         except StoreError as exc:  # the decision stands; only its record is missing
             log.warning("job %s: output decision not recorded: %s", job_id, exc)
+            return ContentOutcome.UNRECORDED
+        return ContentOutcome.DECIDED
 
-    async def _quarantine(self, job_id: str, scan: OutputScan) -> None:
+    async def _quarantine(self, job_id: str, scan: OutputScan,
+                          code: str = ASYNC_QUARANTINE_CODE) -> ContentOutcome:
         """SUCCEEDED -> OUTPUT_QUARANTINED under the job lock, a bounded number of tries."""
         verdict = scan.verdict
         dlq = {"topic": scan.topic, "status": JobState.DENIED.value, "reason": verdict.reason,
-               "reason_code": ASYNC_QUARANTINE_CODE}
+               "reason_code": code}
         error = ""
         for attempt, pause in enumerate((*self._policy.quarantine_retry_s, None)):
             try:
@@ -127,13 +179,14 @@ class OutputPhase:
             if result.applied:
                 await self.audit(job_id, verdict)
                 await self._writer.publish_dlq(job_id, JobState.DENIED.value, verdict.reason,
-                                               ASYNC_QUARANTINE_CODE)
-            return
+                                               code)
+            return ContentOutcome.QUARANTINED
         # The job stays SUCCEEDED: say so loudly, on the DLQ subject operators watch.
         log.error("job %s: output quarantined by policy but the state was not changed: %s",
                   job_id, error)
         await self._writer.publish_dlq(job_id, JobState.FAILED.value,
                                        f"quarantine_state_failed: {error}", "quarantine_failed")
+        return ContentOutcome.UNRECORDED
 
     async def audit(self, job_id: str, verdict: OutputVerdict) -> None:
         """The decision on ``sys.audit.output_policy``, best effort."""
@@ -155,7 +208,18 @@ class OutputPhase:
         METRICS.count("output_policy_checked", topic=topic)
         if verdict.skipped:
             METRICS.count("output_policy_skipped", topic=topic)
+        if verdict.held:
+            METRICS.count("output_policy_held", topic=topic)
         if verdict.quarantine:
             METRICS.count("output_policy_quarantined", topic=topic)
         METRICS.observe_ms("output_check_latency", (time.monotonic() - started) * 1000,
                            topic=topic, phase=verdict.phase)
+
+
+
+def _asked(pre: Prefetched) -> tuple[str, str, dict[str, str]]:
+    """The topic, tenant and labels a result is checked with: its stored request's."""
+    req = pre.request
+    if req is None:
+        return "unknown", "", {}
+    return req.topic or "unknown", tenant_of(req), dict(req.labels)
