@@ -43,7 +43,8 @@ from cordum_infra.workflow import (  # noqa: E402
 )
 
 REPO = Path(__file__).resolve().parents[2]
-SENDERS = {"gateway", "submit", "result", "workflow", "workflow_tick"}
+SENDERS = {"gateway", "submit", "result", "workflow", "workflow_tick", "replayer_tick",
+           "reconciler_tick"}
 CONSUME_ACTIONS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}
 
 

@@ -2,8 +2,10 @@
 
 A run advances on events, one message each: its start (gateway; workflow for a
 subworkflow's child run), a step's job turning terminal (submit and result, the
-paths that settle jobs), a child run's end or a parent's cancel (workflow), a
-timer coming due. Run events go to the FIFO queue, one message group per run; timers
+paths that settle jobs; the replayer tick, once a held output is decided; the
+reconciler tick, when a lost worker's job fails), a
+child run's end or a parent's cancel (workflow), a timer coming due. Run events
+go to the FIFO queue, one message group per run; timers
 (a delay or a retry backoff within SQS's 15 minutes, as per-message
 DelaySeconds) to the standard timer queue. The ``workflow`` function consumes
 both and queues what follows; ``workflow-tick`` moves timers that were too far
@@ -21,6 +23,8 @@ from aws_cdk import aws_lambda as lambda_
 
 from cordum_infra.functions import (
     GATEWAY,
+    RECONCILER_TICK,
+    REPLAYER_TICK,
     RESULT,
     SUBMIT,
     WORKFLOW,
@@ -35,7 +39,8 @@ QUEUE_URL_ENV = "WORKFLOW_QUEUE_URL"
 TIMER_QUEUE_URL_ENV = "WORKFLOW_TIMER_QUEUE_URL"
 """Timers (standard queue): per-message DelaySeconds <= 900."""
 
-EVENT_SENDERS: tuple[FunctionSpec, ...] = (GATEWAY, SUBMIT, RESULT, WORKFLOW, WORKFLOW_TICK)
+EVENT_SENDERS: tuple[FunctionSpec, ...] = (GATEWAY, SUBMIT, RESULT, WORKFLOW, WORKFLOW_TICK,
+                                           REPLAYER_TICK, RECONCILER_TICK)
 """Functions that queue run events."""
 TIMER_SENDERS: tuple[FunctionSpec, ...] = (WORKFLOW, WORKFLOW_TICK)
 """Functions that queue timers."""

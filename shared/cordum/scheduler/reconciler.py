@@ -17,6 +17,9 @@ A scan reads the per-state index from its oldest entry up to the cutoff, one
 page at a time. A job that times out leaves the index, so the next page starts
 where the entries left in place end: the cost is O(stale jobs), never
 O(jobs stored).
+
+Before the timeouts, a tick hands the jobs of lost workers and lost dispatches
+on to another worker (``lost_workers.py``), when it is given that collaborator.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
     from pathlib import Path
 
+    from cordum.scheduler.lost_workers import LostReport, LostWorkers
     from cordum.store.indexes import JobIndexes
     from cordum.store.jobs import JobStore
 
@@ -164,6 +168,8 @@ class ReconcileReport:
     listed: int = 0
     stopped_early: bool = False
     """The invocation's deadline came before the scan was through."""
+    lost: LostReport | None = None
+    """What became of the jobs of lost workers and lost dispatches."""
 
     @property
     def total_timed_out(self) -> int:
@@ -172,17 +178,20 @@ class ReconcileReport:
     def as_dict(self) -> dict[str, Any]:
         return {"timed_out": self.total_timed_out, "by_state": dict(self.timed_out),
                 "moved": self.moved, "orphaned": self.orphaned, "failed": self.failed,
-                "listed": self.listed, "stopped_early": self.stopped_early}
+                "listed": self.listed, "stopped_early": self.stopped_early,
+                "lost": self.lost.as_dict() if self.lost is not None else None}
 
 
 class Reconciler:
     def __init__(self, store: JobStore, indexes: JobIndexes,
                  policy: ReconcilerPolicy | None = None,
-                 *, clock_us: Callable[[], int] = now_us) -> None:
+                 *, clock_us: Callable[[], int] = now_us,
+                 lost: LostWorkers | None = None) -> None:
         self._store = store
         self._indexes = indexes
         self.policy = policy or ReconcilerPolicy()
         self._clock_us = clock_us
+        self._lost = lost
 
     async def tick(self, deadline: float | None = None) -> ReconcileReport:
         """One pass over SCHEDULED, DISPATCHED, RUNNING and the deadlines.
@@ -192,6 +201,12 @@ class Reconciler:
         """
         p = self.policy
         report = ReconcileReport()
+        if self._lost is not None:
+            # First: a job its lost worker held is retried now, not timed out later.
+            report.lost = await self._lost.tick(deadline)
+            if report.lost.stopped_early:
+                report.stopped_early = True
+                return report
         now = self._clock_us()
         for state, timeout_s in ((JobState.SCHEDULED, p.scheduled_timeout_s),
                                  (JobState.DISPATCHED, p.dispatch_timeout_s),

@@ -26,7 +26,7 @@ class RedisIndexClientProtocol(Protocol):
     """The part of ``redis.asyncio.Redis`` the index queries use."""
 
     def zrangebyscore(self, name: str, min: Any, max: Any, start: int | None = ...,
-                      num: int | None = ...) -> Awaitable[Any]: ...
+                      num: int | None = ..., withscores: bool = ...) -> Awaitable[Any]: ...
     def get(self, name: str) -> Awaitable[Any]: ...
     def hget(self, name: str, key: str) -> Awaitable[Any]: ...
 
@@ -67,6 +67,44 @@ class JobIndexes:
                                 offset: int = 0) -> list[str]:
         """Ids of jobs whose deadline is at or before ``now_us``, earliest first."""
         return await self._range(DEADLINE_KEY, normalize_cutoff_us(now_us), limit, offset)
+
+    async def list_jobs_after(self, state: str, after_us: int | None,
+                              limit: int = DEFAULT_BATCH) -> list[tuple[str, int]]:
+        """Ids of jobs in ``state`` with the time (µs) they entered it, oldest first,
+        from just after ``after_us`` (None: from the oldest)."""
+        low = "-inf" if after_us is None else f"({after_us}"
+        try:
+            rows = await self._redis.zrangebyscore(index_key(state), low, "+inf", start=0,
+                                                   num=limit, withscores=True)
+        except Exception as exc:
+            raise StoreError(f"read {index_key(state)}: {exc}") from exc
+        return [(_text(i), int(score)) for i, score in rows]
+
+    async def get_meta_fields(self, job_ids: list[str],
+                              names: tuple[str, ...]) -> list[dict[str, str]]:
+        """``names`` of each job's meta ('' when unset), in one round trip."""
+        if not job_ids:
+            return []
+        try:
+            pipe = self._redis.pipeline(transaction=False)  # type: ignore[attr-defined]
+            for job_id in job_ids:
+                pipe.hmget(meta_key(job_id), list(names))
+            rows = await pipe.execute()
+        except Exception as exc:
+            raise StoreError(f"read meta of {len(job_ids)} jobs: {exc}") from exc
+        return [dict(zip(names, map(_text, row), strict=True)) for row in rows]
+
+    async def existing(self, keys: list[str]) -> list[bool]:
+        """Whether each key exists, in one round trip."""
+        if not keys:
+            return []
+        try:
+            pipe = self._redis.pipeline(transaction=False)  # type: ignore[attr-defined]
+            for key in keys:
+                pipe.exists(key)
+            return [bool(n) for n in await pipe.execute()]
+        except Exception as exc:
+            raise StoreError(f"read {len(keys)} keys: {exc}") from exc
 
     async def get_request(self, job_id: str) -> JobRequest | None:
         """The stored JobRequest; None when there is none or it cannot be parsed."""

@@ -1,0 +1,381 @@
+"""Jobs of lost workers and of lost dispatches: sent to another worker, or failed.
+
+Two signals, read from the registry snapshot and the job meta (workers send no
+acknowledgement and their progress is not recorded):
+
+* Lost worker. A fresh snapshot (written within ``snapshot_max_age_s``) lists
+  the job's worker with a heartbeat older than the TTL, or, when its writer is
+  trusted to have heard every live worker (``registry.liveness``), not at all.
+  Only jobs dispatched before the snapshot was written count: a worker that
+  joined after it is not missing from it. Reason ``worker_lost``.
+* Lost dispatch. The job's worker is alive and has a free slot, its last
+  heartbeat came at least ``dispatch_grace_s`` after the dispatch (two
+  heartbeats at 5 s: it must count the job by then), and it reports fewer
+  active jobs than it holds such jobs without stored output (``res:<id>``:
+  output stored means it had the job, and only the result is on its way). As
+  many as are missing fail, the youngest first: the dispatch a NATS restart
+  swallows is the last one sent. Reason ``dispatch_lost``. Heartbeats carry a
+  count, not job ids: while the worker runs some of its jobs, which one was
+  lost is a guess; a wrong guess runs a job twice (its first worker's result
+  is then dropped), never ends one twice.
+
+A job with attempts left (the request path's ``max_scheduling_retries``, and
+the policy's ``max_retries`` budget) goes RETRYING, then through the engine at
+once, which counts the attempt and picks a worker other than the ones this tick
+gave up on; when none can take it the replayer drives it on later. Without
+attempts left it ends FAILED with a DLQ entry, and a workflow step's run hears
+it. Each move is one transition script fenced by the state scanned, the worker
+of record and the job's ``updated_at`` at the scan: a job that moved on, or was
+dispatched again meanwhile (even to the same worker), is left alone, and a late
+result of the lost worker is dropped by the result path's worker fence.
+
+Cost per tick: two round trips for the snapshot; per state (DISPATCHED, RUNNING)
+at most ``max_pages`` pages of ``batch_size`` index entries, one ZRANGEBYSCORE
+and one pipelined HMGET each, resuming where the last tick stopped; one EXISTS
+pipeline; then per job handled (at most ``max_jobs_per_tick``) one transition
+and one dispatch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cordum import protocol
+from cordum.metrics import METRICS
+from cordum.registry.snapshot import HEARTBEAT_TTL_S, SNAPSHOT_INTERVAL_S
+from cordum.registry.workers import WorkerSnapshot
+from cordum.scheduler.constraints import parse_constraints
+from cordum.scheduler.engine import Engine
+from cordum.scheduler.errors import RetryAfter
+from cordum.scheduler.transitions import StateWriter
+from cordum.store.errors import InvalidTransition, StoreError
+from cordum.store.jobs import JobState
+
+if TYPE_CHECKING:
+    from cordum.registry.liveness import Liveness, SnapshotLiveness
+    from cordum.scheduler.ports import WorkerDirectory
+    from cordum.store.indexes import JobIndexes
+
+log = logging.getLogger(__name__)
+
+WORKER_LOST = "worker_lost"
+DISPATCH_LOST = "dispatch_lost"
+ASSIGNED_STATES = (JobState.DISPATCHED, JobState.RUNNING)
+_FIELDS = ("worker_id", "updated_at", "attempts", "safety_constraints", "topic", "trace_id")
+
+
+@dataclass(frozen=True, slots=True)
+class LostWorkerPolicy:
+    """When a worker or a dispatch counts as lost, and how much one tick looks at."""
+
+    heartbeat_ttl_s: float = HEARTBEAT_TTL_S
+    """A worker silent this long is gone (the registry's TTL)."""
+    snapshot_max_age_s: float = 3 * SNAPSHOT_INTERVAL_S
+    """An older snapshot says nothing about who is gone: the tick does nothing."""
+    writer_warmup_s: float = 2 * SNAPSHOT_INTERVAL_S
+    """A snapshot writer first seen less long ago may not have heard every worker yet."""
+    dispatch_grace_s: float = 10.0
+    """A heartbeat this long after a dispatch must count the job (two 5 s heartbeats)."""
+    batch_size: int = 200
+    """Index entries read per page."""
+    max_pages: int = 25
+    """Pages per state and tick; the next tick goes on from there."""
+    max_jobs_per_tick: int = 1_000
+    """Jobs handled per tick; the rest are found again by the next one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assigned:
+    """A DISPATCHED or RUNNING job as the scan found it."""
+
+    job_id: str
+    state: str
+    worker_id: str
+    since_us: int
+    """Its last transition (µs): the dispatch, and the fence of the move."""
+    meta: dict[str, str]
+
+
+@dataclass(slots=True)
+class LostReport:
+    """What one tick did with lost jobs, for logs and the handler's answer."""
+
+    retried: dict[str, int] = field(default_factory=dict)
+    """Failed retryably and dispatched again, by reason."""
+    not_dispatched: dict[str, int] = field(default_factory=dict)
+    """Failed retryably but not dispatched now (no worker, busy lock): left to the replayer."""
+    failed: dict[str, int] = field(default_factory=dict)
+    """FAILED with a DLQ entry: no attempts left."""
+    moved: int = 0
+    """Moved on between the scan and the write: left alone."""
+    errors: int = 0
+    listed: int = 0
+    pages: int = 0
+    skipped: str = ""
+    """Why the tick did nothing ('' when it looked)."""
+    stopped_early: bool = False
+
+    @property
+    def total_handled(self) -> int:
+        return sum(self.retried.values()) + sum(self.not_dispatched.values()) + sum(
+            self.failed.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"retried": dict(self.retried), "not_dispatched": dict(self.not_dispatched),
+                "failed": dict(self.failed), "moved": self.moved, "errors": self.errors,
+                "listed": self.listed, "pages": self.pages, "skipped": self.skipped,
+                "stopped_early": self.stopped_early}
+
+
+class AvoidingDirectory:
+    """The engine's worker directory less the workers a tick gave up on."""
+
+    def __init__(self, inner: WorkerDirectory) -> None:
+        self._inner = inner
+        self.avoid: frozenset[str] = frozenset()
+
+    async def workers(self, *, refresh: bool = False) -> Sequence[Any]:
+        workers = await self._inner.workers(refresh=refresh)
+        if not self.avoid:
+            return workers
+        kept = [w for w in workers if w.worker_id not in self.avoid]
+        if not isinstance(workers, WorkerSnapshot):
+            return kept
+        pools = {pool: [w for w in members if w.worker_id not in self.avoid]
+                 for pool, members in workers.by_pool.items()}
+        return WorkerSnapshot(kept, pools)
+
+    def is_alive(self, worker_id: str) -> bool:
+        return worker_id not in self.avoid and self._inner.is_alive(worker_id)
+
+    def record_dispatch(self, worker_id: str) -> None:
+        self._inner.record_dispatch(worker_id)
+
+
+def _avoiding(engine: Engine, directory: AvoidingDirectory) -> Engine:
+    p = engine.ports
+    return Engine(store=p.store, registry=directory, strategy=p.strategy, safety=p.safety,
+                  publisher=p.publisher, locks=p.locks, backoff=p.backoff,
+                  input_fail_open=engine.input_fail_open, saga=p.saga, rollback=p.rollback,
+                  requests=p.requests, output=p.output, runs=p.runs, policy=engine.policy)
+
+
+class LostWorkers:
+    """Finds the jobs of lost workers and lost dispatches and hands them on."""
+
+    def __init__(self, engine: Engine, indexes: JobIndexes, liveness: SnapshotLiveness,
+                 policy: LostWorkerPolicy | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        """``engine`` dispatches again (through a copy that avoids the lost workers);
+        ``clock`` (epoch seconds) ages heartbeats and the snapshot."""
+        self._directory = AvoidingDirectory(engine.ports.registry)
+        self._engine = _avoiding(engine, self._directory)
+        self._store = engine.ports.store
+        self._runs = engine.ports.runs
+        self._writer = StateWriter(engine.ports, engine.policy)
+        self._max_attempts = engine.policy.max_scheduling_retries
+        self._indexes = indexes
+        self._liveness = liveness
+        self.policy = policy or LostWorkerPolicy()
+        self._clock = clock
+        self._cursor: dict[str, int | None] = {}
+
+    async def tick(self, deadline: float | None = None) -> LostReport:
+        """One look at the snapshot and the DISPATCHED and RUNNING jobs."""
+        p = self.policy
+        report = LostReport()
+        try:
+            live = await self._liveness.read()
+        except Exception as exc:  # no knowledge: nothing is lost
+            report.skipped = f"snapshot unreadable: {type(exc).__name__}"
+            log.error("lost workers: snapshot unreadable: %s", exc)
+            return report
+        now = self._clock()
+        if live.problem is not None:
+            report.skipped = f"snapshot {live.problem}"
+            return report
+        if live.age_s(now) > p.snapshot_max_age_s:
+            report.skipped = f"snapshot {live.age_s(now):.0f}s old"
+            return report
+        jobs = await self._scan(report, deadline)
+        if report.stopped_early:
+            return report
+        chosen = self._of_lost_workers(jobs, live, now)
+        taken = {job.job_id for job, _ in chosen}
+        try:
+            chosen += await self._lost_dispatches(
+                [j for j in jobs if j.job_id not in taken], live, now)
+        except StoreError as exc:
+            log.error("lost workers: reading results failed: %s", exc)
+            report.errors += 1
+        self._directory.avoid = frozenset(job.worker_id for job, _ in chosen)
+        try:
+            for job, reason in chosen[:p.max_jobs_per_tick]:
+                if past(deadline):
+                    report.stopped_early = True
+                    break
+                await self._handle(job, reason, report)
+        finally:
+            self._directory.avoid = frozenset()
+        if report.total_handled or report.errors:
+            log.warning("lost workers tick: %s", report.as_dict())
+        return report
+
+    async def _scan(self, report: LostReport, deadline: float | None) -> list[Assigned]:
+        p = self.policy
+        found: list[Assigned] = []
+        for state in ASSIGNED_STATES:
+            after = self._cursor.get(state)
+            for _ in range(p.max_pages):
+                if past(deadline):
+                    report.stopped_early = True
+                    return found
+                try:
+                    rows = await self._indexes.list_jobs_after(state, after, p.batch_size)
+                    metas = await self._indexes.get_meta_fields([r[0] for r in rows], _FIELDS)
+                except StoreError as exc:
+                    log.error("lost workers: scanning %s failed: %s", state, exc)
+                    report.errors += 1
+                    return found
+                report.pages += 1
+                report.listed += len(rows)
+                for (job_id, score), meta in zip(rows, metas, strict=True):
+                    if meta["worker_id"]:
+                        found.append(Assigned(job_id, state.value, meta["worker_id"],
+                                              _int(meta["updated_at"]) or score, meta))
+                # A short page is the end of the index: the next tick starts at its head.
+                after = rows[-1][1] if len(rows) == p.batch_size else None
+                if after is None:
+                    break
+            self._cursor[state] = after
+        return found
+
+    def _of_lost_workers(self, jobs: list[Assigned], live: Liveness,
+                         now: float) -> list[tuple[Assigned, str]]:
+        ttl = self.policy.heartbeat_ttl_s
+        trust_absence = live.absence_trusted(self.policy.writer_warmup_s)
+        assert live.captured_at is not None
+        lost = []
+        for job in jobs:
+            if job.since_us / 1e6 > live.captured_at:
+                continue  # dispatched after the snapshot: its worker may be newer than it
+            worker = live.workers.get(job.worker_id)
+            if worker is None and not trust_absence:
+                continue
+            if worker is not None and worker.last_seen >= now - ttl:
+                continue
+            lost.append((job, WORKER_LOST))
+        return lost
+
+    async def _lost_dispatches(self, jobs: list[Assigned], live: Liveness,
+                               now: float) -> list[tuple[Assigned, str]]:
+        grace = self.policy.dispatch_grace_s
+        held: dict[str, list[Assigned]] = {}
+        for job in jobs:
+            worker = live.alive(job.worker_id, now, self.policy.heartbeat_ttl_s)
+            if worker is not None and job.since_us / 1e6 <= worker.last_seen - grace:
+                held.setdefault(worker.worker_id, []).append(job)
+        suspects = []
+        for worker_id, owned in held.items():
+            worker = live.workers[worker_id]
+            # At capacity, a job may wait in the worker's client uncounted; an unknown
+            # capacity (0) is trusted only when the worker says it runs nothing.
+            free = worker.active_jobs < max(worker.max_parallel_jobs, 1)
+            if free and worker.active_jobs < len(owned):
+                suspects.append((worker.active_jobs, owned))
+        if not suspects:
+            return []
+        stored = iter(await self._indexes.existing(
+            [protocol.result_key(j.job_id) for _, owned in suspects for j in owned]))
+        lost = []
+        for active, owned in suspects:
+            unanswered = [j for j in owned if not next(stored)]
+            missing = len(unanswered) - active
+            if missing > 0:
+                unanswered.sort(key=lambda j: j.since_us)
+                lost += [(j, DISPATCH_LOST) for j in unanswered[-missing:]]
+        return lost
+
+    def _attempts_left(self, meta: dict[str, str]) -> bool:
+        """Whether the request path would dispatch the job once more (its own checks)."""
+        attempt = _int(meta.get("attempts", "")) + 1
+        if attempt >= self._max_attempts:
+            return False
+        constraints = parse_constraints(meta.get("safety_constraints", ""))
+        max_retries = constraints.budgets.max_retries if constraints is not None else 0
+        return not (max_retries > 0 and attempt >= max_retries + 1)
+
+    async def _handle(self, job: Assigned, reason: str, report: LostReport) -> None:
+        retry = self._attempts_left(job.meta)
+        detail = (f"{reason}: worker {job.worker_id} not heard from for "
+                  f"{self.policy.heartbeat_ttl_s:g}s" if reason == WORKER_LOST else
+                  f"{reason}: worker {job.worker_id} never reported the job")
+        dlq = None if retry else {"topic": job.meta.get("topic", ""),
+                                  "status": JobState.FAILED.value, "reason": detail,
+                                  "reason_code": reason}
+        try:
+            result = await self._store.transition(
+                job.job_id, [JobState.RETRYING if retry else JobState.FAILED],
+                only_from=(job.state,), fields={"failure_reason": detail}, dlq=dlq,
+                unchanged_since=job.since_us, worker_of_record=job.worker_id)
+        except (InvalidTransition, StoreError) as exc:
+            log.error("lost workers: moving %s failed: %s", job.job_id, exc)
+            report.errors += 1
+            return
+        if not result.applied:
+            report.moved += 1
+            return
+        log.warning("job %s: %s", job.job_id, detail)
+        METRICS.count("jobs_lost", reason=reason)
+        if not retry:
+            report.failed[reason] = report.failed.get(reason, 0) + 1
+            await self._writer.publish_dlq(job.job_id, JobState.FAILED.value, detail, reason)
+            await self._tell_run(result.workflow_id, job.job_id)
+            return
+        dispatched = await self._dispatch_again(job)
+        tally = report.retried if dispatched else report.not_dispatched
+        tally[reason] = tally.get(reason, 0) + 1
+
+    async def _dispatch_again(self, job: Assigned) -> bool:
+        """Through the request path, as the replayer would; False leaves it RETRYING."""
+        try:
+            req = await self._indexes.get_request(job.job_id)
+            if req is None:
+                log.error("lost workers: job %s has no stored request", job.job_id)
+                return False
+            outcome = await self._engine.handle_job_request(req, job.meta.get("trace_id", ""))
+        except RetryAfter as exc:
+            log.info("lost workers: job %s not dispatched now: %s", job.job_id, exc)
+            return False
+        except Exception:
+            log.exception("lost workers: dispatching %s again failed", job.job_id)
+            return False
+        return outcome.action == "dispatched"
+
+    async def _tell_run(self, run_id: str, job_id: str) -> None:
+        """A workflow step's job ended: its run hears it (a lost send is found by the
+        workflow reconciler)."""
+        if not run_id or self._runs is None:
+            return
+        from cordum.bus.workflow_events import RunEvent
+
+        try:
+            await self._runs.send(RunEvent.job_ended(job_id, run_id))
+        except Exception as exc:
+            log.error("workflow event for %s not sent: %s", job_id, exc)
+
+
+def past(deadline: float | None) -> bool:
+    """Whether a ``time.monotonic()`` deadline (None: none) has come."""
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def _int(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        return 0
