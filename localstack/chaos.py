@@ -45,7 +45,8 @@ RECEIPTS = CHAOS / "receipts.txt"
 WARMUP_S = 5.0
 AFTER_S = 15.0
 """Load after the fault; the kernel faults get LONG_AFTER_S: the gateway's circuit
-breaker, opened by the failed checks, refuses for its 30 s before it asks again."""
+breaker, opened by the failed checks, waits 1 s before it probes again, doubling per
+failed probe up to 30 s, so a kernel down for long is seen back up to 30 s late."""
 LONG_AFTER_S = 40.0
 SETTLE_S = 150.0
 """How long accepted jobs may take to end after the load stops."""

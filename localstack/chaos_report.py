@@ -12,29 +12,32 @@ from chaos_load import Row  # localstack/chaos_load.py
 
 KNOWN_LIMITS: dict[str, str] = {
     "worker-kill": (
-        "A worker killed mid-job never answers: its jobs stay RUNNING until the reconciler's "
-        "running timeout ends them TIMEOUT, as in Cordum. The shipped timeouts.yaml says 900 s "
-        "(`reconciler.running_timeout_seconds`); this suite runs with 200 s so that a run ends "
-        "in minutes. No job reached a worker twice: a timed-out job is not dispatched again. "
-        "A workflow run whose step job timed out fails, as its step did."),
+        "A worker killed mid-job never answers. Once its heartbeats have been missing for the "
+        "registry's 30 s TTL, the reconciler's next tick sends its DISPATCHED and RUNNING jobs "
+        "to another worker as a new, counted attempt (`worker_lost`), or ends them FAILED "
+        "`worker_lost` when no attempt is left; a late result from the killed worker is "
+        "dropped by the worker-of-record fence. A job the killed worker had already run may "
+        "run again on another worker: its result never came back, so it is counted as "
+        "reaching a worker twice only if the echo worker received it twice."),
     "kernel-kill": (
-        "Jobs whose output is checked while the kernel is down are quarantined "
-        "(OUTPUT_QUARANTINED): the output policy fails closed by default, as in Cordum "
-        "(`OUTPUT_POLICY_FAIL_MODE=open` lets them through). New submits get 503 "
-        "`policy_unavailable` with Retry-After until the kernel answers and the circuit "
-        "breaker's 30 s have passed."),
+        "New submits get 503 `policy_unavailable` with Retry-After until the kernel answers "
+        "and the circuit breaker's next probe (1 s after it opened, doubling up to 30 s) "
+        "succeeds. Outputs checked while the kernel is down are held, unserved, and checked "
+        "again by the replayer tick; they are quarantined `output_check_unavailable` only "
+        "if the kernel stays away past `CORDUM_OUTPUT_HOLD_MAX_S` (600 s)."),
     "nats-restart": (
         "A job dispatched on its worker's direct subject while NATS restarts (or while the "
         "worker is still reconnecting) never reaches the worker: dispatch is core NATS, as in "
-        "Cordum, since CAP workers subscribe on core subjects. Such a job stays RUNNING until "
-        "the running timeout ends it TIMEOUT; none is lost or run twice. Submits and results "
-        "travel on JetStream and survive the restart."),
+        "Cordum, since CAP workers subscribe on core subjects. The reconciler sends it again "
+        "once the worker's heartbeats report fewer active jobs than were dispatched to it "
+        "(`dispatch_lost`), or the running timeout ends it. Submits and results travel on "
+        "JetStream and survive the restart."),
     "kernel-slow": (
         "As for kernel-kill: checks past their deadline count as failures, so the circuit "
-        "breaker opens and output checks in that window quarantine."),
+        "breaker opens, and output checks in that window are held until the kernel answers "
+        "in time."),
     "all-together": (
-        "Everything above at once; its jobs end as the single faults' do (a few quarantined "
-        "while the kernel is down)."),
+        "Everything above at once; its jobs end as the single faults' do."),
 }
 """Faults whose rows are expected to show jobs that did not succeed, and why."""
 
@@ -86,7 +89,7 @@ def write(path: Path, rows: list[Row], *, rate: float, minutes: float) -> None:
         "succeeded;",
         "- **client saw**: HTTP answers during the whole row (all 429 and 503 answers carried "
         "Retry-After unless the row says otherwise); a kernel fault's recovery includes the "
-        "gateway circuit breaker's 30 s;",
+        "gateway circuit breaker's wait for its next probe (1 s, doubling up to 30 s);",
         "- **runs**: workflow runs started (one tick in eight), as succeeded/accepted, with any "
         "that ended otherwise or stayed open.",
         "",
