@@ -16,9 +16,9 @@ KNOWN_LIMITS: dict[str, str] = {
         "registry's 30 s TTL, the reconciler's next tick sends its DISPATCHED and RUNNING jobs "
         "to another worker as a new, counted attempt (`worker_lost`), or ends them FAILED "
         "`worker_lost` when no attempt is left; a late result from the killed worker is "
-        "dropped by the worker-of-record fence. A job the killed worker had already run may "
-        "run again on another worker: its result never came back, so it is counted as "
-        "reaching a worker twice only if the echo worker received it twice."),
+        "dropped by the worker-of-record fence. A job the killed worker had received runs again "
+        "on another worker (its result never came back): the receipts count it as reaching "
+        "a worker twice, sent again by the platform because its worker was lost."),
     "kernel-kill": (
         "New submits get 503 `policy_unavailable` with Retry-After until the kernel answers "
         "and the circuit breaker's next probe (1 s after it opened, doubling up to 30 s) "
