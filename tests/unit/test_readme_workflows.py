@@ -1,4 +1,4 @@
-"""The README's workflow examples ("Step kinds, by example") are true: each ```json block
+"""The workflow examples of docs/workflows.md ("Step kinds, by example") are true: each ```json block
 there parses as a definition and, run through the engine with no I/O, gives the outputs
 the README states after it (kept in ``CASES`` below, keyed by the example's id).
 
@@ -31,8 +31,8 @@ APPROVED_GATE = GateRecord("job.cordum.approval-gate", "APPROVED", "approver", "
 if TYPE_CHECKING:
     from cordum.workflow.steps import StepJob
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTION = "### Step kinds, by example"
+README = Path(__file__).resolve().parents[2] / "docs" / "workflows.md"
+SECTION = "## Step kinds, by example"
 NOW = datetime(2026, 11, 26, 8, 0, tzinfo=UTC)
 RUN = "run-1"
 TENANT = "acme"
@@ -212,7 +212,7 @@ KINDS = {"worker", "approval", "condition", "delay", "notify", "transform", "sto
 def readme_examples() -> dict[str, dict[str, Any]]:
     """The definitions of the README's "Step kinds, by example" part, by id."""
     text = README.read_text(encoding="utf-8")
-    assert SECTION in text, f"README.md has no {SECTION!r} part"
+    assert SECTION in text, f"docs/workflows.md has no {SECTION!r} part"
     part = text.split(SECTION, 1)[1]
     following = re.search(r"^#{2,3} ", part, re.MULTILINE)
     part = part[:following.start()] if following else part
