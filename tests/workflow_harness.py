@@ -226,6 +226,18 @@ class WorkflowStack:
             await asyncio.sleep(0.05)
         raise AssertionError("the run did not get there in time")
 
+    async def settle(self, seconds: float) -> None:
+        """Applies events for ``seconds`` with nothing to wait for (to see what happens,
+        or that nothing more does)."""
+
+        async def never() -> bool:
+            return False
+
+        try:
+            await self.pump(never, seconds)
+        except AssertionError:
+            pass
+
     async def run_status(self, run_id: str) -> str:
         run = await self.store.get_run(self.tenant, run_id)
         return run.status if run is not None else ""

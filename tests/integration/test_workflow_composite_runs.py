@@ -17,17 +17,6 @@ async def state(s: WorkflowStack, job_id: str) -> str:
     return raw.decode() if raw else ""
 
 
-async def settle(s: WorkflowStack, seconds: float = 0.8) -> None:
-    """Applies events for a while with nothing to wait for (to see nothing more happen)."""
-    async def never() -> bool:
-        return False
-
-    try:
-        await s.pump(never, seconds)
-    except AssertionError:
-        pass
-
-
 async def held_count(s: WorkflowStack, n: int) -> None:
     async def enough() -> bool:
         return len(s.worker.held) >= n
@@ -51,12 +40,12 @@ def test_for_each_holds_max_parallel_at_the_worker_and_keeps_item_order(stack):
         run_id = await start(s, FAN_OUT, {"items": ["a", "b", "c", "d", "e"], "order": 7})
         seen: list[list[str]] = []
         await held_count(s, 2)
-        await settle(s)
+        await s.settle(0.8)
         seen.append(list(s.worker.held))  # two out, three waiting for a slot
         for expected in (3, 4, 5):
             await s.answer(s.worker.held[expected - 3])
             await held_count(s, expected)
-            await settle(s, 0.3)
+            await s.settle(0.3)
             seen.append(list(s.worker.held))
         for job_id in s.worker.held[3:]:
             await s.answer(job_id)
@@ -365,7 +354,7 @@ def test_the_reconciler_finds_a_lost_child_run_end_and_a_lost_item_result(stack)
                     and await state(s, item) == "SUCCEEDED")
 
         await s.pump(ends)
-        await settle(s, 0.3)
+        await s.settle(0.3)
         assert [await s.run_status(r) for r in (parent_id, fan_id)] == ["running", "running"]
         reconciler = WorkflowReconciler(s.runner)
         for _ in range(3):
@@ -391,12 +380,12 @@ def test_a_step_job_whose_request_was_lost_is_sent_again_and_runs_once(stack, mo
         run_id = await start(s, definition, {"items": ["only"]})
         # The start is still queued: the item's first request will be lost.
         s.lose_submits.add(f"{run_id}:fan[0]@1")
-        await settle(s, 0.5)
+        await s.settle(0.5)
         before = list(s.worker.received)
         reconciler = WorkflowReconciler(s.runner)
         for _ in range(3):
             await reconciler.tick()
-            await settle(s, 0.5)
+            await s.settle(0.5)
         run = await finished(s, run_id)
         timeline = await s.store.timeline(s.tenant, run_id) or []
         return run_id, run, before, [e["type"] for e in timeline]

@@ -73,22 +73,16 @@ async def step_status(s: WorkflowStack, run_id: str, step: str) -> str:
     return sr.status if sr is not None else ""
 
 
-async def publish_request(s: WorkflowStack, req: protocol.JobRequest) -> None:
+async def forge_gate(s: WorkflowStack, run_id: str, gate: str) -> None:
+    """What an agent of the run can publish: the gate's job id on sys.job.submit, with an
+    allowed topic, before the engine sends the gate."""
+    req = protocol.JobRequest(
+        job_id=gate, topic="job.echo", tenant_id=s.tenant, workflow_id=run_id,
+        principal_id="agent", env={"tenant_id": s.tenant},
+        context_ptr=protocol.pointer(protocol.context_key(gate)))
     await s._nc.publish(protocol.SUBJECT_SUBMIT, protocol.packet(
-        trace_id=req.job_id, sender_id="intruder", job_request=req).SerializeToString())
+        trace_id=gate, sender_id="intruder", job_request=req).SerializeToString())
     await s._nc.flush()
-
-
-async def settle(s: WorkflowStack, seconds: float = 0.6) -> None:
-    """Lets the bus and the queued run events run for a while."""
-
-    async def never() -> bool:
-        return False
-
-    try:
-        await s.pump(never, seconds)
-    except AssertionError:
-        pass
 
 
 async def held_work(s: WorkflowStack, steps: dict[str, Any]) -> tuple[str, str]:
@@ -132,19 +126,15 @@ def test_a_gate_job_created_first_from_the_bus_never_opens_the_gate(stack):
 
         await s.pump(planning)
         gate = f"{run_id}:approve@1"
-        forged = protocol.JobRequest(
-            job_id=gate, topic="job.echo", tenant_id=s.tenant, workflow_id=run_id,
-            principal_id="agent", env={"tenant_id": s.tenant},
-            context_ptr=protocol.pointer(protocol.context_key(gate)))
-        await publish_request(s, forged)
-        await settle(s)
+        await forge_gate(s, run_id, gate)
+        await s.settle(0.6)
         s.worker.script["job.echo"] = ["SUCCEEDED"]
         for held in list(s.worker.held):
             await s.answer(held)
-        await settle(s, 1.5)
+        await s.settle(1.5)
         # the tick's pass over the run, as the workflow reconciler makes it
         await s.runner.reconcile(run_id, stale_start_s=0)
-        await settle(s)
+        await s.settle(0.6)
         return run_id, gate
 
     run_id, gate = loop.run_until_complete(scenario())
@@ -176,16 +166,14 @@ def test_a_policy_gate_job_created_first_from_the_bus_never_opens_the_gate(stack
 
         await s.pump(planning)
         gate = f"{run_id}:act@1"
-        await publish_request(s, protocol.JobRequest(
-            job_id=gate, topic="job.echo", tenant_id=s.tenant, workflow_id=run_id,
-            principal_id="agent", context_ptr=protocol.pointer(protocol.context_key(gate))))
-        await settle(s)
+        await forge_gate(s, run_id, gate)
+        await s.settle(0.6)
         s.worker.script["job.echo"] = ["SUCCEEDED"]
         for held in list(s.worker.held):
             await s.answer(held)
-        await settle(s, 1.5)
+        await s.settle(1.5)
         await s.runner.reconcile(run_id, stale_start_s=0)
-        await settle(s)
+        await s.settle(0.6)
         return run_id
 
     run_id = loop.run_until_complete(scenario())
@@ -209,7 +197,7 @@ def test_a_gate_job_that_ends_succeeded_without_an_approval_record_fails_the_ste
         # endpoint: the state alone, then the job's end told to the run
         await s.redis.hset(meta_key(gate), mapping={"state": "SUCCEEDED"})
         await s.runner.reconcile(run_id, stale_start_s=0)
-        await settle(s)
+        await s.settle(0.6)
         return run_id
 
     run_id = loop.run_until_complete(scenario())
@@ -265,7 +253,7 @@ def test_a_dry_run_rerun_as_real_copies_no_gate_that_ran_dry(stack):
         except RerunNotRunnable as exc:
             return run_id, exc
         s.run_ids.add(new_id)
-        await settle(s, 1.5)
+        await s.settle(1.5)
         return run_id, new_id
 
     run_id, outcome = loop.run_until_complete(scenario())
@@ -337,7 +325,7 @@ def test_a_rerun_asks_an_approval_again_when_its_input_changed(stack, kernel):
         run_id = await approved_run(s, kernel, steps)
         new_id = await service(s).rerun(starter(s), run_id, from_step="act", dry_run=False)
         s.run_ids.add(new_id)
-        await settle(s, 1.5)
+        await s.settle(1.5)
         return run_id, new_id
 
     run_id, new_id = loop.run_until_complete(scenario())

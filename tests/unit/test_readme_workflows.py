@@ -1,6 +1,6 @@
-"""The workflow examples of docs/workflows.md ("Step kinds, by example") are true: each ```json block
-there parses as a definition and, run through the engine with no I/O, gives the outputs
-the README states after it (kept in ``CASES`` below, keyed by the example's id).
+"""The workflow examples of docs/workflows.md ("Step kinds, by example") are true: each
+```json block there parses as a definition and, run through the engine with no I/O,
+gives the outputs the page states after it (kept in ``CASES`` below, keyed by the example's id).
 
 Job steps are answered as the echo worker answers (``{"echo": <payload>, "worker_id",
 "job_id"}``), approval gates as the scheduler completes an approved gate (no result),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cordum.gateway.views import json_object, rfc3339_us
+from cordum.gateway.views import rfc3339_us
 from cordum.scheduler.approval import APPROVED, REJECTED, STATUS_FIELD
 from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS
 from cordum.store.jobs import JobState, decode_labels
+from cordum.store.json_docs import json_object
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

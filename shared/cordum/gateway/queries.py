@@ -54,9 +54,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cordum.gateway.paging import Position
-from cordum.gateway.views import DetailExtras, job_summary, json_object
+from cordum.gateway.views import DetailExtras, job_summary
 from cordum.store.indexes import normalize_cutoff_us
 from cordum.store.jobs import JobState, tenant_index_key
+from cordum.store.json_docs import json_object
 from cordum.store.reads import Entry, JobReads, text
 from cordum.store.results import decision_key
 

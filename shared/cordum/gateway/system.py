@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from cordum import runtime
-from cordum.gateway.views import is_online, json_object, rfc3339_s
+from cordum.gateway.views import is_online, rfc3339_s
 from cordum.registry.snapshot import SNAPSHOT_KEY, parse_snapshot
 from cordum.registry.workers import WorkerInfo
 from cordum.safety.breaker import (
@@ -28,6 +28,7 @@ from cordum.safety.breaker import (
 )
 from cordum.store.errors import StoreError
 from cordum.store.jobs import FAIL_OPEN_COUNTER_KEY
+from cordum.store.json_docs import json_object
 from cordum.store.reads import JobReads
 
 if TYPE_CHECKING:

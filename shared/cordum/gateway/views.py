@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
 from cordum.store.jobs import TERMINAL_STATES, JobState, decode_labels
+from cordum.store.json_docs import json_object, json_value
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -90,23 +91,8 @@ def _put_time(out: dict[str, Any], name: str, us: str | int | None) -> None:
         out[name] = value
 
 
-def _json(raw: str | bytes | None) -> Any:
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
-
-
-def json_object(raw: str | bytes | None) -> dict[str, Any] | None:
-    """A stored JSON object; None when absent, malformed or not an object."""
-    value = _json(raw)
-    return value if isinstance(value, dict) else None
-
-
 def _json_list(raw: str | None) -> list[Any]:
-    value = _json(raw)
+    value = json_value(raw)
     return value if isinstance(value, list) else []
 
 

@@ -9,10 +9,10 @@ result: the API serves what a job's pointer names, so a pointer elsewhere
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cordum import protocol
+from cordum.store.json_docs import json_object
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -56,24 +56,13 @@ OUTPUT_FINAL_PHASE = "async"
 _WITHHELD = frozenset({"QUARANTINE", "DENY"})
 
 
-def _record(meta: Mapping[str, str]) -> dict[str, Any] | None:
-    raw = meta.get("output_safety")
-    if not raw:
-        return None
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def output_pending(meta: Mapping[str, str], *, output_policy: bool) -> bool:
     """A SUCCEEDED job whose output decision is not final yet: the output policy is on
     and the content scan has not recorded its decision. Its output must wait. A job
     with no result (an approval gate's) has nothing to wait for."""
     if meta.get("state") != "SUCCEEDED" or not meta.get("result_ptr"):
         return False
-    record = _record(meta)
+    record = json_object(meta.get("output_safety"))
     if record is None:
         return output_policy
     return record.get("phase") != OUTPUT_FINAL_PHASE
@@ -93,7 +82,7 @@ def served_result_ptr(job_id: str, meta: Mapping[str, str], *,
     ptr = meta.get("result_ptr") or ""
     if meta.get("state") != "SUCCEEDED" or not is_result_pointer(job_id, ptr):
         return None
-    record = _record(meta)
+    record = json_object(meta.get("output_safety"))
     if record is None:
         return None if output_policy else ptr
     decision = str(record.get("decision", "")).upper()

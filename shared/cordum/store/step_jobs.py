@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from cordum.store.json_docs import json_object
+
 KEY_PREFIX = "wf:run:job:"
 
 
@@ -57,13 +59,8 @@ class StepJobRecord:
     @classmethod
     def from_json(cls, raw: Any) -> StepJobRecord | None:
         """The record, or None when ``raw`` is missing or not one."""
-        if raw is None:
-            return None
-        try:
-            doc = json.loads(raw)
-        except ValueError:
-            return None
-        if not isinstance(doc, dict):
+        doc = json_object(raw)
+        if doc is None:
             return None
         return cls(str(doc.get("tenant", "")), str(doc.get("run_id", "")),
                    str(doc.get("step_path", "")), str(doc.get("request_hash", "")))

@@ -20,8 +20,9 @@ import json
 import re
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cordum.store.json_docs import json_object
 from cordum.workflow import keys
 from cordum.workflow.redis_io import execute
 
@@ -84,7 +85,7 @@ async def owners_of(redis: RedisWorkflowProtocol, run_ids: Iterable[str]
         for run_id in whole:
             pipe.get(keys.run_key(run_id))
         for run_id, raw in zip(whole, await execute("run owners", pipe), strict=True):
-            doc = _decoded(raw)
+            doc = json_object(raw)
             if doc is not None:
                 out[run_id] = _remember(run_id, (str(doc.get("org_id") or ""),
                                                  str(doc.get("workflow_id") or "")))
@@ -125,13 +126,3 @@ def _remember(run_id: str, owner: tuple[str, str]) -> tuple[str, str]:
     while len(_known) > REMEMBERED_OWNERS:
         _known.popitem(last=False)
     return owner
-
-
-def _decoded(raw: Any) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
