@@ -177,8 +177,9 @@ class WorkflowRunner:
         effects = await self._decide(run, wf, kind, job, ended, now, stale_start_s)
         if effects is None or (run.updated_at == before and not _has_work(effects)):
             return False
+        document = None  # the run as JSON, when the size check encoded it already
         if kind != "cancel":  # a cancel ends the run as it is
-            run, effects = await self._within_size(run, wf, effects, now)
+            run, effects, document = await self._within_size(run, wf, effects, now)
         timer_at = effects.timer_at
         outbox = to_outbox(effects, timer_at=timer_at if timer_at != timer_before else None,
                            steps=wf.steps)
@@ -192,7 +193,7 @@ class WorkflowRunner:
             jobs={doc["job_id"]: (doc["step_id"], request_hash(run, doc))
                   for doc in step_jobs} or None,
             contexts=contexts_of(step_jobs) or None,
-            timer_at=timer_at if timer_at != timer_before else ...)
+            timer_at=timer_at if timer_at != timer_before else ..., document=document)
         # The save wrote this event's outbox over any leftover (or deleted it): only
         # what is carried out from here on may be deleted with the lock.
         lease.release_also.clear()
@@ -263,21 +264,22 @@ class WorkflowRunner:
             await self.announce_start(child)
 
     async def _within_size(self, run: WorkflowRun, wf: Workflow, effects: Effects,
-                           now: datetime) -> tuple[WorkflowRun, Effects]:
-        """The run and this event's effects, unless the run document would outgrow
-        ``max_run_document_bytes``: then the run as last saved (this lock holds it),
-        failed ``run_too_large``. Nothing this event asked for goes out; the jobs and
-        child runs still open are cancelled."""
+                           now: datetime) -> tuple[WorkflowRun, Effects, str | None]:
+        """The run, this event's effects and the run's JSON (encoded once, for the save),
+        unless the run document would outgrow ``max_run_document_bytes``: then the run as
+        last saved (this lock holds it), failed ``run_too_large``, and no JSON. Nothing
+        this event asked for goes out; the jobs and child runs still open are cancelled."""
         limit = self._run_limits.max_run_document_bytes
-        size = len(dumps(run.to_json()))  # ASCII JSON: characters are bytes
+        document = dumps(run.to_json())
+        size = len(document)  # ASCII JSON: characters are bytes
         if size <= limit:
-            return run, effects
+            return run, effects, document
         log.warning("run %s: its document would be %d bytes (max_run_document_bytes %d); "
                     "failed", run.id, size, limit)
         earlier = await self.store.get_run(run.org_id, run.id) or run
         error = {"code": RUN_TOO_LARGE, "message": f"the run's document would be {size} "
                  f"bytes; a run may be at most {limit} (max_run_document_bytes)"}
-        return earlier, engine.fail_run(earlier, wf, now, error)
+        return earlier, engine.fail_run(earlier, wf, now, error), None
 
     async def _tell(self, event: RunEvent) -> None:
         """An event for another run (a child's end, a parent's cancel). With no queue it

@@ -129,8 +129,10 @@ class WorkflowStore:
                    outbox: list[dict[str, Any]] | None,
                    jobs: Mapping[str, str | tuple[str, str]] | None = None,
                    contexts: Mapping[str, str] | None = None,
-                   timer_at: float | None | EllipsisType = ...) -> None:
+                   timer_at: float | None | EllipsisType = ...,
+                   document: str | None = None) -> None:
         """Write the run and what changes with it in one script (``lua/save_run.lua``).
+        ``document``: the run's JSON when the caller has it already (else it is encoded).
 
         ``outbox``: the effects still to carry out (None or empty: none). ``jobs``:
         job id -> its step path, or (step path, hash of the request the engine sends:
@@ -157,7 +159,8 @@ class WorkflowStore:
                      *[keys.job_run_key(job_id) for job_id in (jobs or {})],
                      *[protocol.context_key(job_id) for job_id in (contexts or {})]]
         args: list[Any] = [
-            run.id, dumps(run.to_json()), dumps(outbox) if outbox else "",
+            run.id, document if document is not None else dumps(run.to_json()),
+            dumps(outbox) if outbox else "",
             "1" if terminal else "0", keys.RUN_TTL_S, time_us(run.updated_at),
             keys.TIMELINE_MAX, timer, keys.timer_member(run.workflow_id, run.id),
             keys.JOB_MAP_TTL_S, DATA_TTL_S, len(job_docs), len(contexts or {}), len(timeline),
