@@ -132,11 +132,13 @@ class End:
     state: str = ""
     reason: str = ""
     at: float = 0.0
+    dispatches: int = 0
+    """How many times the platform dispatched it (DISPATCHED in its events)."""
 
 
 def states(redis: Any, job_ids: list[str]) -> dict[str, End]:
     """job id -> its :class:`End` (an empty one when the store does not know the job)."""
-    from cordum.store.jobs import meta_key
+    from cordum.store.jobs import events_key, meta_key
 
     out: dict[str, End] = {}
     for i in range(0, len(job_ids), 500):
@@ -145,11 +147,14 @@ def states(redis: Any, job_ids: list[str]) -> dict[str, End]:
         for job_id in chunk:
             pipe.hmget(meta_key(job_id), "state", "failure_reason", "output_safety",
                        "updated_at")
-        for job_id, (state, reason, output, updated) in zip(chunk, pipe.execute(),
-                                                            strict=True):
+            pipe.lrange(events_key(job_id), 0, -1)
+        replies = pipe.execute()
+        for job_id, (state, reason, output, updated), events in zip(
+                chunk, replies[::2], replies[1::2], strict=True):
             out[job_id] = End((state or b"").decode(),
                               (reason or b"").decode() or _output_reason(output),
-                              int(updated or 0) / 1_000_000)
+                              int(updated or 0) / 1_000_000,
+                              sum(b'"state":"DISPATCHED"' in e for e in events))
     return out
 
 
@@ -195,17 +200,17 @@ def settle(redis: Any, job_ids: list[str], timeout_s: float, progress: Any = Non
 
 
 def receipts(path: Path, since_line: int = 0) -> Counter[str]:
-    """How many times each job id reached the worker unasked (lines after
-    ``since_line``): each delivery counts, less the retries the worker itself asked for
-    (a ``<job id> retry`` line, written when it answered FAILED_RETRYABLE)."""
+    """How many times each job id reached the worker (lines after ``since_line``). A
+    ``<job id> retry`` line (the worker answered FAILED_RETRYABLE) is no delivery: the
+    dispatch that follows is in the job's events, as every dispatch is."""
     if not path.exists():
         return Counter()
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     seen: Counter[str] = Counter()
     for line in lines[since_line:]:
         job_id, _, note = line.strip().partition(" ")
-        if job_id:
-            seen[job_id] += -1 if note == "retry" else 1
+        if job_id and note != "retry":
+            seen[job_id] += 1
     return seen
 
 
@@ -223,6 +228,7 @@ class Row:
     still_open: dict[str, int]
     """state -> count, for jobs not terminal when the wait ran out."""
     twice: int
+    """Accepted jobs that reached the worker more often than they were dispatched."""
     lost: int
     """Accepted jobs the store does not know at all."""
     recovery_s: float | None
@@ -233,6 +239,10 @@ class Row:
     notes: list[str] = field(default_factory=list)
     runs: dict[str, int] = field(default_factory=dict)
     """Workflow runs started: accepted, and how many ended in each status ('open' if not)."""
+    sent_again: int = 0
+    """Accepted jobs dispatched more than once (a lost worker or dispatch, a retry)."""
+    slowest_s: float | None = None
+    """The longest from a job's submission, or the fault if later, to its end."""
 
     @property
     def clean(self) -> bool:
@@ -260,7 +270,11 @@ def account(fault: str, load: Load | None, extra_ids: list[str],
         elif state != "SUCCEEDED":
             other[f"{state}: {reason or 'no reason'}"] += 1
     succeeded = sum(1 for j in accepted if ends.get(j, End()).state == "SUCCEEDED")
-    twice = sum(1 for j in accepted if seen.get(j, 0) > 1)
+    twice = sum(1 for j in accepted if seen.get(j, 0) > max(1, ends.get(j, End()).dispatches))
+    sent_again = sum(1 for j in accepted if ends.get(j, End()).dispatches > 1)
+    began = {s.job_id: max(s.at, fault_at) for s in sent if s.status == "200"}
+    took = [end.at - began.get(j, fault_at) for j in accepted
+            if (end := ends.get(j, End())).state in TERMINAL]
     after = sorted(ends[s.job_id].at for s in sent if s.at >= fault_at and s.status == "200"
                    and ends.get(s.job_id, End()).state == "SUCCEEDED")
     refused = [s for s in sent + (load.runs if load is not None else [])
@@ -272,6 +286,7 @@ def account(fault: str, load: Load | None, extra_ids: list[str],
         runs["lost" if not status else status if status in RUN_TERMINAL else "open"] += 1
     return Row(fault=fault, accepted=len(accepted), succeeded=succeeded, other=dict(other),
                still_open=dict(still_open), twice=twice, lost=lost,
+               sent_again=sent_again, slowest_s=max(took) if took else None,
                recovery_s=(after[0] - fault_at) if after else None,
                client_saw=dict(Counter(s.status for s in sent)),
                retry_after=all(s.retry_after for s in refused), runs=dict(runs))

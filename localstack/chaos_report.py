@@ -12,13 +12,14 @@ from chaos_load import Row  # localstack/chaos_load.py
 
 KNOWN_LIMITS: dict[str, str] = {
     "worker-kill": (
-        "A worker killed mid-job never answers. Once its heartbeats have been missing for the "
-        "registry's 30 s TTL, the reconciler's next tick sends its DISPATCHED and RUNNING jobs "
-        "to another worker as a new, counted attempt (`worker_lost`), or ends them FAILED "
-        "`worker_lost` when no attempt is left; a late result from the killed worker is "
-        "dropped by the worker-of-record fence. A job the killed worker had received runs again "
-        "on another worker (its result never came back): the receipts count it as reaching "
-        "a worker twice, sent again by the platform because its worker was lost."),
+        "A worker killed mid-job never answers. The supervisor starts it again under the same "
+        "id, and its heartbeats say when it started (`cordum.started_at`): the reconciler's "
+        "next tick sends every job dispatched to it before that again, as a new, counted "
+        "attempt (`worker_lost`), or ends it FAILED `worker_lost` when no attempt is left. A "
+        "worker that stays away is lost once its heartbeats have been missing for the "
+        "registry's 30 s TTL, with the same outcome. A late result from the killed worker is "
+        "dropped by the worker-of-record fence. Jobs sent again show under **sent again**; "
+        "none is run twice unasked."),
     "kernel-kill": (
         "New submits get 503 `policy_unavailable` with Retry-After until the kernel answers "
         "and the circuit breaker's next probe (1 s after it opened, doubling up to 30 s) "
@@ -83,28 +84,35 @@ def write(path: Path, rows: list[Row], *, rate: float, minutes: float) -> None:
         "- **open**: accepted jobs not terminal when their wait ran out: 150 s after the load "
         "stopped, 300 s after a fault that can lose a Lambda's batch or a job on its way to a "
         "worker (the wait goes on while the next faults run);",
-        "- **twice**: accepted jobs the worker received more than once (its receipts file);",
+        "- **sent again**: accepted jobs the platform dispatched more than once (their worker "
+        "or its dispatch lost, or the worker asked for a retry), each a counted attempt in the "
+        "job's events;",
+        "- **twice**: accepted jobs that reached the worker more often than they were "
+        "dispatched (its receipts file beside the job's events): run twice unasked;",
         "- **lost**: accepted jobs the job store does not know;",
         "- **recovery**: from the fault to the end of the first job sent after it that "
         "succeeded;",
+        "- **slowest**: the longest any accepted job took from its submission, or the fault "
+        "if later, to its end;",
         "- **client saw**: HTTP answers during the whole row (all 429 and 503 answers carried "
         "Retry-After unless the row says otherwise); a kernel fault's recovery includes the "
         "gateway circuit breaker's wait for its next probe (1 s, doubling up to 30 s);",
         "- **runs**: workflow runs started (one tick in eight), as succeeded/accepted, with any "
         "that ended otherwise or stayed open.",
         "",
-        "| fault | accepted | succeeded | other terminal | open | twice | lost | recovery "
-        "| client saw | runs |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| fault | accepted | succeeded | other terminal | open | sent again | twice | lost "
+        "| recovery | slowest | client saw | runs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         what = FAULTS[r.fault][1] if r.fault in FAULTS else "no fault (baseline)"
         recovery = f"{r.recovery_s:.1f} s" if r.recovery_s is not None else "-"
+        slowest = f"{r.slowest_s:.1f} s" if r.slowest_s is not None else "-"
         saw = _cell(r.client_saw) + ("" if r.retry_after else " (a refusal without "
                                                                  "Retry-After)")
         lines.append(f"| **{r.fault}**: {what} | {r.accepted} | {r.succeeded} | "
-                     f"{_cell(r.other)} | {_cell(r.still_open)} | {r.twice} | {r.lost} | "
-                     f"{recovery} | {saw} | {_runs(r.runs)} |")
+                     f"{_cell(r.other)} | {_cell(r.still_open)} | {r.sent_again} | {r.twice} | "
+                     f"{r.lost} | {recovery} | {slowest} | {saw} | {_runs(r.runs)} |")
     notes = [(r.fault, n) for r in rows for n in r.notes]
     if notes:
         lines += ["", "Notes from the run:", ""]

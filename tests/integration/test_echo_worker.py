@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -29,6 +30,7 @@ from cordum.protocol import (
     pointer,
     result_key,
 )
+from cordum.registry.workers import STARTED_AT_LABEL
 from cordum.worker.echo import EchoWorker
 from cordum.worker.settings import EchoWorkerSettings, load_worker_settings
 from tests.helpers import run
@@ -189,6 +191,7 @@ def test_heartbeats_carry_worker_fields_and_active_jobs() -> None:
             await env.nc.flush()
 
             # When the worker starts (heartbeat at once, then every 0.2 s)
+            before_start = time.time()
             await start_worker(env, heartbeat_interval_s=0.2)
             first, _ = await beats.wait(2)
 
@@ -202,6 +205,9 @@ def test_heartbeats_carry_worker_fields_and_active_jobs() -> None:
             assert list(hb.capabilities) == [env.topic]
             assert hb.active_jobs == 0
             assert 0.0 <= hb.cpu_load <= 100.0
+            # And when its process started, so a restart's lost jobs are sent again
+            started = float(hb.labels[STARTED_AT_LABEL])
+            assert before_start - 1.0 <= started <= time.time()
 
             # And a slow job shows up in active_jobs while it runs
             req = env.job(**{"echo.sleep_ms": "800"})

@@ -55,17 +55,34 @@ def test_recovery_ends_with_the_first_job_sent_after_the_fault_that_succeeded():
     assert not row.retry_after
 
 
+def test_a_job_the_platform_sent_again_is_not_twice_unless_it_arrived_more_often():
+    load = load_with([Sent(at=10.0, status="200", job_id="a"),
+                      Sent(at=10.5, status="200", job_id="b"),
+                      Sent(at=30.0, status="200", job_id="c")])
+    # a: its worker was lost, dispatched again, arrived twice; b: dispatched twice but
+    # arrived three times; c: sent long after the fault, ended 3 s later
+    ends = {"a": End("SUCCEEDED", "", 52.0, dispatches=2),
+            "b": End("SUCCEEDED", "", 40.0, dispatches=2),
+            "c": End("SUCCEEDED", "", 33.0, dispatches=1)}
+    row = chaos_load.account("f", load, [], ends, Counter({"a": 2, "b": 3, "c": 1}),
+                             fault_at=11.0)
+    assert (row.sent_again, row.twice) == (2, 1)
+    assert row.slowest_s == 41.0  # a: from the fault (after its submission) to its end
+
+
 def test_receipts_count_lines_after_a_mark(tmp_path: Path):
     path = tmp_path / "r.txt"
     path.write_text("a\nb\na\n")
     assert chaos_load.line_count(path) == 3
     path.write_text("a\nb\na\nc\nc\nd\nd retry\nd\n")
-    assert chaos_load.receipts(path, since_line=3) == Counter({"c": 2, "d": 1})
+    # A retry line is the worker's answer, not a delivery
+    assert chaos_load.receipts(path, since_line=3) == Counter({"c": 2, "d": 2})
     assert chaos_load.receipts(tmp_path / "missing.txt") == Counter()
 
 
 def test_the_report_lists_rows_known_limits_and_exceptions(tmp_path: Path):
-    clean = chaos_load.Row("redis-pause", 10, 10, {}, {}, 0, 0, 4.2, {"200": 10}, True)
+    clean = chaos_load.Row("redis-pause", 10, 10, {}, {}, 0, 0, 4.2, {"200": 10}, True,
+                           slowest_s=3.5)
     limit = chaos_load.Row("worker-kill", 8, 6, {"TIMEOUT: x": 2}, {}, 0, 0, 1.0,
                            {"200": 8}, True)
     broken = chaos_load.Row("bridge-kill", 9, 7, {}, {"PENDING": 2}, 0, 0, None,
@@ -73,8 +90,8 @@ def test_the_report_lists_rows_known_limits_and_exceptions(tmp_path: Path):
     out = tmp_path / "RELIABILITY.md"
     chaos_report.write(out, [clean, limit, broken], rate=4, minutes=12.5)
     text = out.read_text()
-    assert "| **redis-pause**: Redis paused 6 s (SIGSTOP, SIGCONT) | 10 | 10 | - | - | 0 | 0 | " \
-           "4.2 s | 200 x10 |" in text
+    assert "| **redis-pause**: Redis paused 6 s (SIGSTOP, SIGCONT) | 10 | 10 | - | - | 0 | 0 " \
+           "| 0 | 4.2 s | 3.5 s | 200 x10 |" in text
     assert "(a refusal without Retry-After)" in text
     assert "- bridge-kill: bridge pid 7 killed" in text
     assert "**worker-kill**: A worker killed mid-job" in text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cordum.config import PoolsConfig
 from cordum.protocol import Heartbeat
 from cordum.registry.live import LiveRegistry
@@ -69,3 +71,14 @@ def test_pools_of_a_topic_and_the_jobs_a_pool_may_take():
     assert pool_serves(pools, "p2", "job.x", {"target_pool": "p2"})
     assert pool_serves(pools, "gpu", "job.gpu.train", {})
     assert not pool_serves(pools, "gpu", "job.b", {"pool": "cpu"})
+
+
+@pytest.mark.parametrize(("label", "expected"), [
+    ("1764183600.250", 1764183600.25),
+    ("", None), ("soon", None), ("0", None), ("-5", None), ("nan", None), ("inf", None),
+])
+def test_a_workers_start_is_read_from_its_label_and_garbage_is_no_start(label, expected):
+    from cordum.registry.workers import STARTED_AT_LABEL, WorkerInfo
+
+    labels = {STARTED_AT_LABEL: label} if label else {}
+    assert WorkerInfo("w", "p", labels=labels).started_at == expected

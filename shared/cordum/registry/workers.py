@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -9,6 +10,13 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cordum.protocol import Heartbeat
+
+
+STARTED_AT_LABEL = "cordum.started_at"
+"""Heartbeat label: epoch seconds the worker started (before it subscribed). A
+worker restarted under the same id says so with it, and the jobs dispatched
+before are sent again at once (``scheduler.lost_workers``); without it they wait
+for the lost-dispatch count. Only the worker's own jobs hang on it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +36,15 @@ class WorkerInfo:
     type: str = ""
     last_seen: float = 0.0
     """Epoch seconds of the last heartbeat; 0 when unknown, which never counts as fresh."""
+
+    @property
+    def started_at(self) -> float | None:
+        """When its process started (``STARTED_AT_LABEL``); None when unsaid or unreadable."""
+        try:
+            value = float(self.labels.get(STARTED_AT_LABEL, ""))
+        except ValueError:
+            return None
+        return value if math.isfinite(value) and value > 0 else None
 
 
 def worker_from_heartbeat(hb: Heartbeat, last_seen: float) -> WorkerInfo:

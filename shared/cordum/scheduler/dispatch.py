@@ -148,9 +148,9 @@ class Dispatcher:
             if req.labels:
                 first["labels"] = json.dumps(dict(req.labels), separators=(",", ":"))
             await self._writer.transition(job_id, [JobState.PENDING], (NO_STATE,), first)
-        elif state in (JobState.SCHEDULED, JobState.RETRYING):
-            # A replayed SCHEDULED job, or one its worker asked to retry, counts as
-            # another scheduling attempt.
+        elif state == JobState.SCHEDULED:
+            # A replayed SCHEDULED job counts as another scheduling attempt (Cordum's
+            # rule); any other job's attempt is counted by its move into SCHEDULED.
             await self._bump_attempts(job_id)
             attempts += 1
         if attempts >= self._policy.max_scheduling_retries:

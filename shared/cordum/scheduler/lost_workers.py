@@ -8,6 +8,10 @@ acknowledgement and their progress is not recorded):
   trusted to have heard every live worker (``registry.liveness``), not at all.
   Only jobs dispatched before the snapshot was written count: a worker that
   joined after it is not missing from it. Reason ``worker_lost``.
+* Restarted worker. The job's worker heartbeats, but its process started
+  (``registry.workers.STARTED_AT_LABEL``) more than ``restart_margin_s`` after
+  the job's dispatch: the process that had the job is gone. Reason
+  ``worker_lost``; the restarted worker may take the job again.
 * Lost dispatch. The job's worker is alive and has a free slot, its last
   heartbeat came at least ``dispatch_grace_s`` after the dispatch (two
   heartbeats at 5 s: it must count the job by then), and it reports fewer
@@ -64,6 +68,8 @@ log = logging.getLogger(__name__)
 
 WORKER_LOST = "worker_lost"
 DISPATCH_LOST = "dispatch_lost"
+RESTARTED = "restarted"
+"""Internal: a WORKER_LOST whose worker is back under its id (not avoided)."""
 ASSIGNED_STATES = (JobState.DISPATCHED, JobState.RUNNING)
 _FIELDS = ("worker_id", "updated_at", "attempts", "safety_constraints", "topic", "trace_id")
 
@@ -78,6 +84,8 @@ class LostWorkerPolicy:
     """An older snapshot says nothing about who is gone: the tick does nothing."""
     writer_warmup_s: float = 2 * SNAPSHOT_INTERVAL_S
     """A snapshot writer first seen less long ago may not have heard every worker yet."""
+    restart_margin_s: float = 1.0
+    """A worker's start counts only this long after a dispatch (its clock and ours differ)."""
     dispatch_grace_s: float = 10.0
     """A heartbeat this long after a dispatch must count the job (two 5 s heartbeats)."""
     batch_size: int = 200
@@ -212,7 +220,9 @@ class LostWorkers:
         except StoreError as exc:
             log.error("lost workers: reading results failed: %s", exc)
             report.errors += 1
-        self._directory.avoid = frozenset(job.worker_id for job, _ in chosen)
+        # A restarted worker is alive: only the gone and the deaf are avoided.
+        self._directory.avoid = frozenset(job.worker_id for job, reason in chosen
+                                          if reason != RESTARTED)
         try:
             for job, reason in chosen[:p.max_jobs_per_tick]:
                 if past(deadline):
@@ -256,19 +266,23 @@ class LostWorkers:
 
     def _of_lost_workers(self, jobs: list[Assigned], live: Liveness,
                          now: float) -> list[tuple[Assigned, str]]:
+        """Jobs whose worker is gone (WORKER_LOST) or restarted since (RESTARTED)."""
         ttl = self.policy.heartbeat_ttl_s
         trust_absence = live.absence_trusted(self.policy.writer_warmup_s)
         assert live.captured_at is not None
         lost = []
         for job in jobs:
-            if job.since_us / 1e6 > live.captured_at:
+            since = job.since_us / 1e6
+            if since > live.captured_at:
                 continue  # dispatched after the snapshot: its worker may be newer than it
             worker = live.workers.get(job.worker_id)
             if worker is None and not trust_absence:
                 continue
-            if worker is not None and worker.last_seen >= now - ttl:
-                continue
-            lost.append((job, WORKER_LOST))
+            if worker is None or worker.last_seen < now - ttl:
+                lost.append((job, WORKER_LOST))
+            elif (started := worker.started_at) is not None and \
+                    started > since + self.policy.restart_margin_s:
+                lost.append((job, RESTARTED))
         return lost
 
     async def _lost_dispatches(self, jobs: list[Assigned], live: Liveness,
@@ -301,19 +315,22 @@ class LostWorkers:
         return lost
 
     def _attempts_left(self, meta: dict[str, str]) -> bool:
-        """Whether the request path would dispatch the job once more (its own checks)."""
-        attempt = _int(meta.get("attempts", "")) + 1
-        if attempt >= self._max_attempts:
+        """Whether the request path would dispatch the job once more (its own checks:
+        ``attempts`` counts the dispatches so far, each move into SCHEDULED)."""
+        attempts = _int(meta.get("attempts", ""))
+        if attempts >= self._max_attempts:
             return False
         constraints = parse_constraints(meta.get("safety_constraints", ""))
         max_retries = constraints.budgets.max_retries if constraints is not None else 0
-        return not (max_retries > 0 and attempt >= max_retries + 1)
+        return not (max_retries > 0 and attempts >= max_retries + 1)
 
-    async def _handle(self, job: Assigned, reason: str, report: LostReport) -> None:
+    async def _handle(self, job: Assigned, why: str, report: LostReport) -> None:
         retry = self._attempts_left(job.meta)
-        detail = (f"{reason}: worker {job.worker_id} not heard from for "
-                  f"{self.policy.heartbeat_ttl_s:g}s" if reason == WORKER_LOST else
-                  f"{reason}: worker {job.worker_id} never reported the job")
+        reason = WORKER_LOST if why == RESTARTED else why
+        detail = {WORKER_LOST: f"{reason}: worker {job.worker_id} not heard from for "
+                               f"{self.policy.heartbeat_ttl_s:g}s",
+                  RESTARTED: f"{reason}: worker {job.worker_id} restarted after the dispatch",
+                  }.get(why, f"{reason}: worker {job.worker_id} never reported the job")
         dlq = None if retry else {"topic": job.meta.get("topic", ""),
                                   "status": JobState.FAILED.value, "reason": detail,
                                   "reason_code": reason}

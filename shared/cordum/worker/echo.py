@@ -33,6 +33,7 @@ from cordum.protocol import (
     packet,
     validate_job_request,
 )
+from cordum.registry.workers import STARTED_AT_LABEL
 from cordum.worker.echo_job import echo, failed
 from cordum.worker.settings import EchoWorkerSettings, load_worker_settings
 
@@ -92,6 +93,7 @@ class EchoWorker:
         self._cpu = _CpuMeter()
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self._started_at = 0.0
 
     @property
     def worker_id(self) -> str:
@@ -106,6 +108,8 @@ class EchoWorker:
     async def start(self) -> None:
         import redis.asyncio as aioredis
 
+        # Before the subscriptions: no job sent earlier can reach this incarnation.
+        self._started_at = time.time()
         self._redis = aioredis.Redis.from_url(
             self._settings.redis_url,
             socket_timeout=self._settings.store_timeout_s,
@@ -182,6 +186,7 @@ class EchoWorker:
             max_parallel_jobs=self.cfg.max_parallel,
             capabilities=list(self.cfg.topics),
             cpu_load=self._cpu.read(),
+            labels={STARTED_AT_LABEL: f"{self._started_at:.3f}"},
         )
         return packet(trace_id=self.worker_id, sender_id=self.worker_id, heartbeat=hb)
 
