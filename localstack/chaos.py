@@ -14,7 +14,8 @@ lost, the time to the first success after the fault, and what clients saw.
 The stack's config is a copy of ``config/`` with shorter reconciler timeouts (a job
 left RUNNING by a killed worker times out after 200 s instead of 15 minutes; PENDING
 jobs are re-driven after 30 s), so a run ends in about a quarter of an hour. Like
-``make bench`` it is not part of ``make test``.
+``make bench`` it is not part of ``make test``. The echo worker runs 16 jobs at once
+(``WORKER_SLOTS``) so that no row's load outgrows it.
 
     python localstack/chaos.py [--rate 4] [--faults redis-pause,bridge-kill] [--out F]
 """
@@ -62,6 +63,10 @@ SLOW_TO_END = frozenset({"nats-restart", "worker-kill", "lambda-kill", "all-toge
 a NATS restart, a dead worker's jobs, a killed Lambda's batch."""
 KERNEL_FAULTS = frozenset({"kernel-kill", "kernel-slow", "all-together"})
 WORKFLOW_ID = "chaos-fan"
+WORKER_SLOTS = 16
+"""The echo worker's parallel jobs (4 as shipped). The worker-kill row's jobs sleep 3 s
+at 4 per second, 12 at a time: with 4 slots they would queue behind the worker whether
+or not it was killed, and the row would time the queue, not the recovery."""
 RECONCILER = {"dispatch_timeout_seconds": 30, "running_timeout_seconds": 200,
               "scan_interval_seconds": 10}
 """The running timeout stays above the result queue's 180 s visibility timeout, as the
@@ -183,7 +188,11 @@ def finish(trial: Trial, target: chaos_faults.Target, *, until: float) -> chaos_
         step(f"{trial.name}: {open_jobs} jobs and {open_runs} runs still open; "
              "looked at again after the next faults")
         return None
-    row.notes = trial.notes
+    row.notes = list(trial.notes)
+    if row.slowest_job and row.slowest_s is not None:
+        row.notes.append(f"slowest job {row.slowest_job} ({row.slowest_s:.1f} s), states "
+                         "from the fault: " + chaos_load.timeline(
+                             target.redis_client, row.slowest_job, trial.fault_at))
     step(f"{trial.name}: {row.succeeded}/{row.accepted} succeeded, "
          f"{sum(row.still_open.values())} open, {row.twice} twice, {row.lost} lost, "
          f"client saw {row.client_saw}")
@@ -215,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.update(REDIS_URL=f"redis://127.0.0.1:{redis.port}",
                       NATS_URL=f"nats://127.0.0.1:{nats.port}",
                       CORDUM_CONFIG_DIR=str(chaos_config()),
-                      WORKER_RECEIPTS_PATH=str(RECEIPTS))
+                      WORKER_RECEIPTS_PATH=str(RECEIPTS), WORKER_MAX_PARALLEL=str(WORKER_SLOTS))
     rows: list[chaos_load.Row] = []
     try:
         values = stack.up(run_demo=False)

@@ -199,6 +199,17 @@ def settle(redis: Any, job_ids: list[str], timeout_s: float, progress: Any = Non
         time.sleep(1.0)
 
 
+def timeline(redis: Any, job_id: str, since: float) -> str:
+    """A job's states with their times after ``since`` (unix s), for a note."""
+    from cordum.store.jobs import events_key
+
+    steps = []
+    for raw in redis.lrange(events_key(job_id), 0, -1):
+        event = json.loads(raw)
+        steps.append(f"{event.get('state')} {int(event.get('ts', 0)) / 1e6 - since:+.1f} s")
+    return ", ".join(steps)
+
+
 def receipts(path: Path, since_line: int = 0) -> Counter[str]:
     """How many times each job id reached the worker (lines after ``since_line``). A
     ``<job id> retry`` line (the worker answered FAILED_RETRYABLE) is no delivery: the
@@ -243,6 +254,7 @@ class Row:
     """Accepted jobs dispatched more than once (a lost worker or dispatch, a retry)."""
     slowest_s: float | None = None
     """The longest from a job's submission, or the fault if later, to its end."""
+    slowest_job: str = ""
 
     @property
     def clean(self) -> bool:
@@ -273,8 +285,9 @@ def account(fault: str, load: Load | None, extra_ids: list[str],
     twice = sum(1 for j in accepted if seen.get(j, 0) > max(1, ends.get(j, End()).dispatches))
     sent_again = sum(1 for j in accepted if ends.get(j, End()).dispatches > 1)
     began = {s.job_id: max(s.at, fault_at) for s in sent if s.status == "200"}
-    took = [end.at - began.get(j, fault_at) for j in accepted
+    took = [(end.at - began.get(j, fault_at), j) for j in accepted
             if (end := ends.get(j, End())).state in TERMINAL]
+    slowest = max(took) if took else None
     after = sorted(ends[s.job_id].at for s in sent if s.at >= fault_at and s.status == "200"
                    and ends.get(s.job_id, End()).state == "SUCCEEDED")
     refused = [s for s in sent + (load.runs if load is not None else [])
@@ -286,7 +299,8 @@ def account(fault: str, load: Load | None, extra_ids: list[str],
         runs["lost" if not status else status if status in RUN_TERMINAL else "open"] += 1
     return Row(fault=fault, accepted=len(accepted), succeeded=succeeded, other=dict(other),
                still_open=dict(still_open), twice=twice, lost=lost,
-               sent_again=sent_again, slowest_s=max(took) if took else None,
+               sent_again=sent_again, slowest_s=slowest[0] if slowest else None,
+               slowest_job=slowest[1] if slowest else "",
                recovery_s=(after[0] - fault_at) if after else None,
                client_saw=dict(Counter(s.status for s in sent)),
                retry_after=all(s.retry_after for s in refused), runs=dict(runs))

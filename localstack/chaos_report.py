@@ -73,7 +73,8 @@ def write(path: Path, rows: list[Row], *, rate: float, minutes: float) -> None:
         "The kernel, the bridge and the echo worker run under the stack's supervisor, which",
         "restarts them as ECS would. Every accepted job is followed until it ends. The",
         "reconciler runs with a 200 s running timeout and re-drives waiting jobs after 30 s",
-        "(the shipped file: 900 s and 300 s), so that a run takes minutes.",
+        "(the shipped file: 900 s and 300 s), so that a run takes minutes; the echo worker",
+        "runs 16 jobs at once (4 as shipped), so that no row's load outgrows it.",
         "",
         f"Commit {_commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{platform.node() or 'this machine'}; the run took {minutes:.1f} min.",

@@ -63,6 +63,8 @@ class World:
         self.redis = aioredis.Redis.from_url(REDIS_URL)
         self.store = JobStore(self.redis)
         self.later = 0.0
+        self.others: list[str] = []
+        """Job ids besides ``job_id`` this test dispatched."""
         cfg = load_settings(env={"REDIS_URL": REDIS_URL, "NATS_URL": NATS_URL})
         self.wiring: dict[str, Any] = dict(
             store=self.store,
@@ -99,8 +101,10 @@ class World:
         return Reconciler(self.store, JobIndexes(self.redis), lost=lost,
                           clock_us=lambda: BEFORE_ANY_JOB_US)
 
-    def request(self) -> bytes:
-        req = protocol.JobRequest(job_id=self.job_id, topic="job.default",
+    def request(self, job_id: str = "") -> bytes:
+        if job_id:
+            self.others.append(job_id)
+        req = protocol.JobRequest(job_id=job_id or self.job_id, topic="job.default",
                                   tenant_id=f"t-{self.unique}")
         return protocol.packet(trace_id=f"tr-{self.unique}", sender_id="test",
                                job_request=req).SerializeToString()
@@ -140,7 +144,7 @@ class World:
         return (await self.meta())["attempts"]
 
     async def cleanup(self) -> None:
-        await forget_jobs(self.redis, [self.job_id])
+        await forget_jobs(self.redis, [self.job_id, *self.others])
         await self.redis.zrem("dlq:index", self.job_id)
         keys = await self.redis.keys(f"*{self.unique}*")
         if keys:
@@ -243,14 +247,13 @@ def test_a_restarted_workers_jobs_are_sent_again_at_once_and_not_its_new_ones(wo
         outcome = await w.engine.handle_request(w.request())
         assert (outcome.action, outcome.detail) == ("dispatched", worker)
         before = (await w.meta())["attempts"]
-        # 3 s on: the same worker id, a fresh heartbeat, a process started 2 s ago
-        w.later = 3.0
-        restarted = {worker: {STARTED_AT_LABEL: f"{time.time() + 1.0:.3f}"}}
+        # It was dispatched 3 s ago; the same worker id heartbeats, started 1 s ago
+        await w.redis.hset(f"job:meta:{w.job_id}", "updated_at", int((time.time() - 3) * 1e6))
+        restarted = {worker: {STARTED_AT_LABEL: f"{time.time() - 1.0:.3f}"}}
         await w.snapshot((worker, 0), labels=restarted)
         report, got = await w.dispatched_to(worker, w.reconciler().tick())
         after = await w.meta()
         # The job's new dispatch postdates the restart: the next tick leaves it alone
-        w.later = 4.0
         await w.snapshot((worker, 1), labels=restarted)
         again = await w.reconciler().tick()
         return before, report, got, after, again, await w.meta()
@@ -284,6 +287,56 @@ def test_a_dispatch_no_worker_heard_is_sent_again(world):
     assert got == 1
     assert report.lost is not None and report.lost.retried == {"dispatch_lost": 1}
     assert meta["state"] == "RUNNING" and meta["worker_id"] == w.live
+
+
+def test_a_dispatch_lost_while_the_worker_runs_younger_jobs_is_sent_again(world):
+    """Under load a worker always runs a few jobs dispatched since: its count covers
+    them, and the old job it never had is the one missing."""
+    loop, w = world
+    young = [f"job-young-{i}-{w.unique}" for i in (1, 2)]
+
+    async def scenario():
+        await w.snapshot((w.lost, 0))
+        for job_id in (w.job_id, *young):
+            outcome = await w.engine.handle_request(
+                w.request(job_id if job_id != w.job_id else ""))
+            assert outcome.detail == w.lost
+        # The first dispatch 11 s before now, the two young ones now; the heartbeat 2 s
+        # on counts the two young ones
+        old = int((time.time() - 11) * 1e6)
+        await w.redis.hset(f"job:meta:{w.job_id}", "updated_at", old)
+        w.later = 2.0
+        await w.snapshot((w.lost, 2), (w.live, 0))
+        report = await w.reconciler().tick()
+        return report, await w.meta(), [await w.store.get(j) for j in young]
+
+    report, meta, young_metas = loop.run_until_complete(scenario())
+    assert report.lost is not None and report.lost.retried == {"dispatch_lost": 1}
+    assert meta["failure_reason"].startswith("dispatch_lost")
+    assert meta["state"] == "RUNNING" and meta["worker_id"] == w.live
+    assert int(meta["attempts"]) == 2
+    assert all(m["state"] == "RUNNING" and m["worker_id"] == w.lost and m["attempts"] == "1"
+               for m in young_metas)
+
+
+def test_a_lost_dispatch_goes_back_to_its_worker_when_no_other_can_take_it(world):
+    """Another worker is preferred for a dispatch its worker never reported; with none,
+    the job goes back to the same one at once instead of waiting for the replayer."""
+    loop, w = world
+    only = w.lost
+
+    async def scenario():
+        await w.snapshot((only, 0))
+        await w.engine.handle_request(w.request())
+        w.later = 11.0
+        await w.snapshot((only, 0))
+        report, got = await w.dispatched_to(only, w.reconciler().tick())
+        return report, got, await w.meta()
+
+    report, got, meta = loop.run_until_complete(scenario())
+    assert report.lost is not None and report.lost.retried == {"dispatch_lost": 1}
+    assert got == 1 and meta["state"] == "RUNNING" and meta["worker_id"] == only
+    assert meta["attempts"] == "2"
 
 
 def test_a_busy_worker_or_a_young_dispatch_is_left_alone(world):

@@ -12,16 +12,17 @@ acknowledgement and their progress is not recorded):
   (``registry.workers.STARTED_AT_LABEL``) more than ``restart_margin_s`` after
   the job's dispatch: the process that had the job is gone. Reason
   ``worker_lost``; the restarted worker may take the job again.
-* Lost dispatch. The job's worker is alive and has a free slot, its last
-  heartbeat came at least ``dispatch_grace_s`` after the dispatch (two
-  heartbeats at 5 s: it must count the job by then), and it reports fewer
-  active jobs than it holds such jobs without stored output (``res:<id>``:
-  output stored means it had the job, and only the result is on its way). As
-  many as are missing fail, the youngest first: the dispatch a NATS restart
-  swallows is the last one sent. Reason ``dispatch_lost``. Heartbeats carry a
-  count, not job ids: while the worker runs some of its jobs, which one was
-  lost is a guess; a wrong guess runs a job twice (its first worker's result
-  is then dropped), never ends one twice.
+* Lost dispatch. The job's worker is alive and has a free slot, and its last
+  heartbeat counts fewer active jobs than it holds without stored output
+  (``res:<id>``: output stored means it had the job, and only the result is on
+  its way) among the jobs dispatched to it ``delivery_s`` or more before that
+  heartbeat. As many as are missing fail, the youngest of those dispatched at
+  least ``dispatch_grace_s`` before it (two heartbeats at 5 s): the dispatch a
+  NATS restart swallows is the last one sent. Reason ``dispatch_lost``; another
+  worker of its pool is preferred, the same one taken when none is left.
+  Heartbeats carry a count, not job ids: while the worker runs some of its
+  jobs, which one was lost is a guess; a wrong guess runs a job twice (its
+  first worker's result is then dropped), never ends one twice.
 
 A job with attempts left (the request path's ``max_scheduling_retries``, and
 the policy's ``max_retries`` budget) goes RETRYING, then through the engine at
@@ -44,14 +45,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
 from cordum.metrics import METRICS
 from cordum.registry.snapshot import HEARTBEAT_TTL_S, SNAPSHOT_INTERVAL_S
-from cordum.registry.workers import WorkerSnapshot
+from cordum.scheduler.avoiding import AvoidingDirectory, avoiding
 from cordum.scheduler.constraints import parse_constraints
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.errors import RetryAfter
@@ -61,7 +62,6 @@ from cordum.store.jobs import JobState
 
 if TYPE_CHECKING:
     from cordum.registry.liveness import Liveness, SnapshotLiveness
-    from cordum.scheduler.ports import WorkerDirectory
     from cordum.store.indexes import JobIndexes
 
 log = logging.getLogger(__name__)
@@ -84,10 +84,12 @@ class LostWorkerPolicy:
     """An older snapshot says nothing about who is gone: the tick does nothing."""
     writer_warmup_s: float = 2 * SNAPSHOT_INTERVAL_S
     """A snapshot writer first seen less long ago may not have heard every worker yet."""
-    restart_margin_s: float = 1.0
+    restart_margin_s: float = 0.25
     """A worker's start counts only this long after a dispatch (its clock and ours differ)."""
+    delivery_s: float = 1.0
+    """A job dispatched this long before a heartbeat is in its count, if the worker has it."""
     dispatch_grace_s: float = 10.0
-    """A heartbeat this long after a dispatch must count the job (two 5 s heartbeats)."""
+    """Only a dispatch this much older than the heartbeat (two at 5 s) is taken for lost."""
     batch_size: int = 200
     """Index entries read per page."""
     max_pages: int = 25
@@ -139,39 +141,6 @@ class LostReport:
                 "stopped_early": self.stopped_early}
 
 
-class AvoidingDirectory:
-    """The engine's worker directory less the workers a tick gave up on."""
-
-    def __init__(self, inner: WorkerDirectory) -> None:
-        self._inner = inner
-        self.avoid: frozenset[str] = frozenset()
-
-    async def workers(self, *, refresh: bool = False) -> Sequence[Any]:
-        workers = await self._inner.workers(refresh=refresh)
-        if not self.avoid:
-            return workers
-        kept = [w for w in workers if w.worker_id not in self.avoid]
-        if not isinstance(workers, WorkerSnapshot):
-            return kept
-        pools = {pool: [w for w in members if w.worker_id not in self.avoid]
-                 for pool, members in workers.by_pool.items()}
-        return WorkerSnapshot(kept, pools)
-
-    def is_alive(self, worker_id: str) -> bool:
-        return worker_id not in self.avoid and self._inner.is_alive(worker_id)
-
-    def record_dispatch(self, worker_id: str) -> None:
-        self._inner.record_dispatch(worker_id)
-
-
-def _avoiding(engine: Engine, directory: AvoidingDirectory) -> Engine:
-    p = engine.ports
-    return Engine(store=p.store, registry=directory, strategy=p.strategy, safety=p.safety,
-                  publisher=p.publisher, locks=p.locks, backoff=p.backoff,
-                  input_fail_open=engine.input_fail_open, saga=p.saga, rollback=p.rollback,
-                  requests=p.requests, output=p.output, runs=p.runs, policy=engine.policy)
-
-
 class LostWorkers:
     """Finds the jobs of lost workers and lost dispatches and hands them on."""
 
@@ -181,7 +150,7 @@ class LostWorkers:
         """``engine`` dispatches again (through a copy that avoids the lost workers);
         ``clock`` (epoch seconds) ages heartbeats and the snapshot."""
         self._directory = AvoidingDirectory(engine.ports.registry)
-        self._engine = _avoiding(engine, self._directory)
+        self._engine = avoiding(engine, self._directory)
         self._store = engine.ports.store
         self._runs = engine.ports.runs
         self._writer = StateWriter(engine.ports, engine.policy)
@@ -220,9 +189,11 @@ class LostWorkers:
         except StoreError as exc:
             log.error("lost workers: reading results failed: %s", exc)
             report.errors += 1
-        # A restarted worker is alive: only the gone and the deaf are avoided.
-        self._directory.avoid = frozenset(job.worker_id for job, reason in chosen
-                                          if reason != RESTARTED)
+        # A restarted worker is alive and may take its jobs again; one that lost a
+        # dispatch is passed over while its pool has another.
+        self._directory.avoid = frozenset(j.worker_id for j, why in chosen if why == WORKER_LOST)
+        self._directory.prefer_not = frozenset(
+            j.worker_id for j, why in chosen if why == DISPATCH_LOST)
         try:
             for job, reason in chosen[:p.max_jobs_per_tick]:
                 if past(deadline):
@@ -230,7 +201,7 @@ class LostWorkers:
                     break
                 await self._handle(job, reason, report)
         finally:
-            self._directory.avoid = frozenset()
+            self._directory.avoid = self._directory.prefer_not = frozenset()
         if report.total_handled or report.errors:
             log.warning("lost workers tick: %s", report.as_dict())
         return report
@@ -287,11 +258,12 @@ class LostWorkers:
 
     async def _lost_dispatches(self, jobs: list[Assigned], live: Liveness,
                                now: float) -> list[tuple[Assigned, str]]:
-        grace = self.policy.dispatch_grace_s
+        p = self.policy
         held: dict[str, list[Assigned]] = {}
         for job in jobs:
-            worker = live.alive(job.worker_id, now, self.policy.heartbeat_ttl_s)
-            if worker is not None and job.since_us / 1e6 <= worker.last_seen - grace:
+            # Every job sent a moment before its worker's last heartbeat is in its count.
+            worker = live.alive(job.worker_id, now, p.heartbeat_ttl_s)
+            if worker is not None and job.since_us / 1e6 <= worker.last_seen - p.delivery_s:
                 held.setdefault(worker.worker_id, []).append(job)
         suspects = []
         for worker_id, owned in held.items():
@@ -300,18 +272,21 @@ class LostWorkers:
             # capacity (0) is trusted only when the worker says it runs nothing.
             free = worker.active_jobs < max(worker.max_parallel_jobs, 1)
             if free and worker.active_jobs < len(owned):
-                suspects.append((worker.active_jobs, owned))
+                suspects.append((worker, owned))
         if not suspects:
             return []
         stored = iter(await self._indexes.existing(
             [protocol.result_key(j.job_id) for _, owned in suspects for j in owned]))
         lost = []
-        for active, owned in suspects:
+        for worker, owned in suspects:
             unanswered = [j for j in owned if not next(stored)]
-            missing = len(unanswered) - active
-            if missing > 0:
-                unanswered.sort(key=lambda j: j.since_us)
-                lost += [(j, DISPATCH_LOST) for j in unanswered[-missing:]]
+            missing = len(unanswered) - worker.active_jobs
+            # Only a dispatch two heartbeats old is blamed; of those, the youngest.
+            old = sorted((j for j in unanswered
+                          if j.since_us / 1e6 <= worker.last_seen - p.dispatch_grace_s),
+                         key=lambda j: j.since_us)
+            if missing > 0 and old:
+                lost += [(j, DISPATCH_LOST) for j in old[-missing:]]
         return lost
 
     def _attempts_left(self, meta: dict[str, str]) -> bool:
