@@ -753,7 +753,7 @@ def test_a_retrying_job_is_dispatched_again_by_the_replayer_as_another_attempt(h
     loop, h = harness
     job_id = f"job-{h.unique}"
     replayer = PendingReplayer(h.engine, OwnJobs(h.redis, h.unique),
-                               ReplayerPolicy(pending_age_s=0.0))
+                               ReplayerPolicy(pending_age_s=0.0, retry_age_s=0.0))
 
     async def scenario():
         await h.add_worker()
@@ -776,6 +776,27 @@ def test_a_retrying_job_is_dispatched_again_by_the_replayer_as_another_attempt(h
     # The replay is one more attempt (toward max_scheduling_retries), counted once: by
     # its move into SCHEDULED, as in Cordum (only a replayed SCHEDULED job adds its own).
     assert more_attempts == 1
+
+
+def test_a_retrying_job_goes_again_after_the_retry_age_not_the_pending_age(harness):
+    """A worker's retry is not a job left waiting: the next tick sends it again, even
+    when PENDING jobs are only replayed after a long dispatch timeout."""
+    from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
+
+    loop, h = harness
+    slow = ReplayerPolicy(pending_age_s=3600.0, retry_age_s=0.0)
+    replayer = PendingReplayer(h.engine, OwnJobs(h.redis, h.unique), slow)
+
+    async def scenario():
+        await h.add_worker()
+        await h.engine.handle_request(h.request())
+        await h.engine.handle_result(h.result(protocol.JobStatus.JOB_STATUS_FAILED_RETRYABLE))
+        before = await h.state()
+        report = await replayer.tick()
+        return before, report, await h.state()
+
+    before, report, after = loop.run_until_complete(scenario())
+    assert before == "RETRYING" and report.replayed == {"RETRYING": 1} and after == "RUNNING"
 
 
 def test_fatal_failure_in_a_workflow_publishes_the_recorded_compensation(harness):

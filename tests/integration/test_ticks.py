@@ -72,6 +72,16 @@ def test_two_ticks_30_seconds_apart_when_the_invocation_has_time(env):
     assert 20_000 < env.run(env.redis.pttl(env.key)) <= 25_000
 
 
+def test_a_shorter_interval_fills_the_minute_with_more_ticks(env):
+    # Given a 10 s interval (a faster reconciler) in a 55 s invocation of a 1-minute
+    # schedule: ticking only twice would leave 50 s of every minute unwatched
+    inv = Invocation(55_000)
+    run = env.run(run_ticks(inv.tick, env.lock, inv.remaining_ms, 10, sleep=inv.sleep))
+    # Then it ticks every 10 s while the invocation has time
+    assert run.ticks == 5 and run.stopped == "no time"
+    assert [left for left, _ in inv.ticks] == [55_000, 45_000, 35_000, 25_000, 15_000]
+
+
 def test_one_tick_when_a_second_would_not_fit(env):
     inv = Invocation(35_000)
     run = env.run(run_ticks(inv.tick, env.lock, inv.remaining_ms, 30, sleep=inv.sleep))

@@ -86,8 +86,10 @@ class LostWorkerPolicy:
     """A snapshot writer first seen less long ago may not have heard every worker yet."""
     restart_margin_s: float = 0.25
     """A worker's start counts only this long after a dispatch (its clock and ours differ)."""
-    delivery_s: float = 1.0
-    """A job dispatched this long before a heartbeat is in its count, if the worker has it."""
+    delivery_s: float = 0.25
+    """A job dispatched this long before a heartbeat is in its count, if the worker has it
+    (NATS delivers in milliseconds). Longer would leave out the jobs of the last moments,
+    which the count includes: under load the missing one would never show."""
     dispatch_grace_s: float = 10.0
     """Only a dispatch this much older than the heartbeat (two at 5 s) is taken for lost."""
     batch_size: int = 200

@@ -7,7 +7,8 @@ nothing else would ever move it (Cordum leaves it there: we drive it again, each
 replay counting as a scheduling attempt, so a job that is always retryable ends
 FAILED at the scheduling-retry cap). Approved means what the approve endpoint recorded in the
 job's meta, never a label of the stored request. Each tick hands the stored
-request of such jobs, older than the pending age, back to
+request of such jobs, older than the pending age (RETRYING ones: the retry
+age), back to
 ``engine.handle_job_request``, which takes the job lock and decides again. One
 page of 200 per state, a single pass.
 """
@@ -49,6 +50,11 @@ class ReplayerPolicy:
     pending_age_s: float = 120.0
     """Jobs that entered their state longer ago than this are replayed (Cordum passes
     the dispatch timeout)."""
+    retry_age_s: float = 5.0
+    """RETRYING jobs (their worker asked for a retry) go again this long after it, at
+    the next tick: a retry is no job left waiting, and waiting the pending age (the
+    dispatch timeout, 300 s as shipped) would cost minutes per retry. The tick
+    interval spaces retries; the scheduling-retry cap ends a job that always asks."""
     batch_size: int = 200
     """Index entries read per state and tick."""
 
@@ -95,14 +101,16 @@ class PendingReplayer:
         self._clock_us = clock_us
 
     async def tick(self, deadline: float | None = None) -> ReplayReport:
-        """PENDING, then approved APPROVAL_REQUIRED, then SCHEDULED, then RETRYING jobs
-        older than the pending age. ``deadline`` (a ``time.monotonic()`` instant) ends the
-        pass early."""
+        """PENDING, then approved APPROVAL_REQUIRED, then SCHEDULED jobs older than the
+        pending age, then RETRYING jobs older than the retry age. ``deadline`` (a
+        ``time.monotonic()`` instant) ends the pass early."""
         report = ReplayReport()
-        cutoff = self._clock_us() - int(self.policy.pending_age_s * 1_000_000)
+        now = self._clock_us()
         for state in (JobState.PENDING, JobState.APPROVAL_REQUIRED, JobState.SCHEDULED,
                       JobState.RETRYING):
-            await self._replay(state, cutoff, deadline, report)
+            age_s = (self.policy.retry_age_s if state is JobState.RETRYING
+                     else self.policy.pending_age_s)
+            await self._replay(state, now - int(age_s * 1_000_000), deadline, report)
             if report.stopped_early:
                 break
         if report.listed:

@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+SCHEDULE_PERIOD_S = 60.0
+"""How often EventBridge invokes a tick function (``rate(1 minute)``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TickPolicy:
     """How ticks fit in an invocation."""
@@ -50,6 +54,13 @@ class TickPolicy:
     """A tick starts only if at least this long is left before the margin."""
     max_ticks: int = 2
     """Ticks per invocation: two at a 30 s interval fill a 1-minute schedule."""
+
+    @classmethod
+    def for_interval(cls, interval_s: float) -> TickPolicy:
+        """As many ticks as ``interval_s`` fits in the schedule's minute (two at 30 s,
+        five at 10 s once the margins are kept), so no interval leaves most of the
+        minute unwatched."""
+        return cls(max_ticks=max(1, int(SCHEDULE_PERIOD_S // max(interval_s, 1.0))))
 
 
 @dataclass(slots=True)
@@ -81,7 +92,7 @@ async def run_ticks(
     ``remaining_ms`` is the invocation's clock
     (``context.get_remaining_time_in_millis``); all waiting is measured on it.
     """
-    policy = policy or TickPolicy()
+    policy = policy or TickPolicy.for_interval(interval_s)
     run: TickRun[T] = TickRun()
 
     def left_s() -> float:
