@@ -57,8 +57,9 @@ e2e: setup
 layer: setup
 	@$(PY) layers/build.py
 
-## synth: both CDK templates (AWS and LocalStack shapes) offline, with cdk-nag,
-## then cfn-lint on both (infra/cdk/.cfnlintrc); written to infra/cdk/cdk.out/{aws,local}
+## synth: each CDK template (AWS with its own VPC and NATS cluster, AWS in an existing VPC
+## answered from tests/infra/fixtures/cdk.context.json, LocalStack) offline, with cdk-nag,
+## then cfn-lint (infra/cdk/.cfnlintrc); written to infra/cdk/cdk.out/{aws,aws-vpc,local}
 synth: setup layer
 	@$(PY) infra/cdk/deploy.py synth
 

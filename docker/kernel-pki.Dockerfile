@@ -1,7 +1,9 @@
-# Issuer of the safety kernel's TLS certificate: a Lambda container image, the
-# handler of the AWS stack's Custom::CordumKernelTls resource (see
-# shared/cordum/safety/kernel_pki.py). It runs once per deployment that changes
-# the kernel's name, not at request time.
+# Issuer of the AWS stack's TLS certificates: a Lambda container image, the
+# handler of its Custom::CordumTlsCa (the CA, made once and kept) and
+# Custom::CordumTlsCertificate (a server certificate the CA signs: the kernel's,
+# the NATS nodes') resources (see shared/cordum/safety/kernel_pki.py). It runs
+# during deployments that create the CA or issue a certificate, never at request
+# time.
 #
 # Build context: the repository root (see .dockerignore). The CDK app builds
 # this image at deploy time for the stack's architecture:

@@ -193,6 +193,45 @@ def wait_for(check, timeout: float, what: str, log: Path | None = None) -> None:
     )
 
 
+def ensure_redis_users(url: str, previous: dict[str, str]) -> dict[str, str]:
+    """Create (again) the Redis ACL users of cordum.redis_acl on the local Redis, as
+    ElastiCache has them on AWS, and return their connection URLs as env-file values
+    (``REDIS_<NAME>_URL``). A password already in ``previous`` (the env file of an
+    earlier ``make up``) is kept, so running processes keep their access. The
+    ``default`` user is left as it is: the test suite and tools connect with it."""
+    import secrets
+
+    import redis
+
+    if str(ROOT / "shared") not in sys.path:
+        sys.path.append(str(ROOT / "shared"))
+    from cordum.redis_acl import USERS, setuser_args
+
+    parts = urllib.parse.urlsplit(url)
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    values: dict[str, str] = {}
+    try:
+        for user in USERS:
+            key = f"REDIS_{user.name.upper().replace('-', '_')}_URL"
+            known = urllib.parse.urlsplit(previous.get(key, "")).password
+            password = urllib.parse.unquote(known) if known else secrets.token_hex(24)
+            client.execute_command("ACL", "SETUSER", *setuser_args(user, password))
+            netloc = f"{user.name}:{urllib.parse.quote(password, safe='')}@{parts.hostname}"
+            if parts.port:
+                netloc += f":{parts.port}"
+            values[key] = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    except redis.RedisError as exc:
+        fail(f"cannot create the Redis ACL users at {url}: {exc}")
+    finally:
+        client.close()
+    step(f"Redis ACL users: {', '.join(user.name for user in USERS)}")
+    return values
+
+
+WORKER_REDIS_URL = "REDIS_CORDUM_WORKER_URL"
+"""Env-file value: the URL the echo worker connects with, as the workers' ACL user."""
+
+
 # ---------------------------------------------------------------- services
 
 
@@ -231,7 +270,10 @@ def start_services(values: dict[str, str], outputs: dict[str, str]) -> None:
         spawn(
             name,
             [py, str(SUPERVISOR), "--name", name, "--", *argv[name]],
-            {**env, "WORKER_ID": echo_worker_id()} if name == "echo-worker" else env,
+            # The worker reads ctx:* and writes res:* only (cordum.redis_acl.WORKERS).
+            {**env, "WORKER_ID": echo_worker_id(),
+             "REDIS_URL": values.get(WORKER_REDIS_URL) or env["REDIS_URL"]}
+            if name == "echo-worker" else env,
         )
     time.sleep(START_CHECK_S)
     for name in SERVICES:

@@ -41,6 +41,7 @@ from services import (  # noqa: E402  (localstack/services.py)
     echo_worker_id,
     ensure_nats,
     ensure_redis,
+    ensure_redis_users,
     fail,
     read_pid,
     start_services,
@@ -196,6 +197,7 @@ def up(run_demo: bool = True) -> dict[str, str]:
         or "ck_" + secrets.token_hex(16),
     }
     ensure_redis(values["REDIS_URL"])
+    values.update(ensure_redis_users(values["REDIS_URL"], previous))
     ensure_nats(values["NATS_URL"])
 
     step("LocalStack (host mode, loopback)")

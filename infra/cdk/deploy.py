@@ -3,17 +3,19 @@
 
     python infra/cdk/deploy.py [deploy] --context redisUrl=redis://127.0.0.1:6379 \\
         --context natsUrl=nats://127.0.0.1:4222 --outputs .cordum/cdk-outputs.json
-    python infra/cdk/deploy.py synth [--shape aws|local] [--context k=v ...] [--out DIR]
-                                     [--no-lint]
+    python infra/cdk/deploy.py synth [--shape aws|aws-vpc|local] [--context k=v ...]
+                                     [--out DIR] [--no-lint]
 
 ``deploy`` targets LocalStack (``cdklocal``, endpoint ``--endpoint``, default
 http://127.0.0.1:4566): it bootstraps the environment when the CDKToolkit
 stack is missing, deploys, and writes the stack outputs as JSON. ``synth``
-synthesizes both stack shapes (``aws``: VPC, cache, Fargate services;
-``local``: given a Redis URL, what LocalStack runs) with sample context
-(SYNTH_SHAPES, overridden by ``--context``) into ``<out>/<shape>/``, default
-``infra/cdk/cdk.out``, cdk-nag included, then runs cfn-lint on both
-templates with ``infra/cdk/.cfnlintrc`` (synth.py).
+synthesizes each stack shape (``aws``: its own VPC, cache, NATS cluster and
+Fargate services; ``aws-vpc``: the same in an existing VPC with an outside
+NATS; ``local``: given a Redis URL, what LocalStack runs) with sample context
+(SYNTH_SHAPES, overridden by ``--context``; the AWS shapes' lookups answered
+by tests/infra/fixtures/cdk.context.json) into ``<out>/<shape>/``, default
+``infra/cdk/cdk.out``, cdk-nag included, then runs cfn-lint on every
+template with ``infra/cdk/.cfnlintrc`` (synth.py).
 
 The CLI is pinned and installed once into the project's cache (cdk_cli.py).
 

@@ -1,8 +1,14 @@
-"""Offline synth of the CDK app in both stack shapes, and cfn-lint over the templates.
+"""Offline synth of the CDK app in each stack shape, and cfn-lint over the templates.
 
 ``synth`` runs ``app.py`` itself, the way the CLI would, with ``cdk.json``'s
 context: no CLI, no network, no credentials, no Docker (image assets are only
 built by a deploy). cdk-nag runs inside the app. Entry point: ``deploy.py synth``.
+
+The AWS shapes name a sample account and region, so the app makes the lookups a
+real deploy makes (an existing VPC, the region's zones, its S3 prefix list);
+LOOKUP_FIXTURE answers them the way the CLI's cdk.context.json cache would, and
+a lookup it does not answer fails the synth instead of leaving CDK's
+placeholder values in the template.
 """
 
 from __future__ import annotations
@@ -14,14 +20,42 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from cdk_cli import CDK_DIR, STACK_NAME, DeployError, cli_env, run_logged
+from cdk_cli import CDK_DIR, REPO_ROOT, STACK_NAME, DeployError, cli_env, run_logged
+
+LOOKUP_FIXTURE = REPO_ROOT / "tests" / "infra" / "fixtures" / "cdk.context.json"
+"""Answers to the AWS shapes' lookups in SAMPLE_TARGET (a VPC with public, private
+and isolated subnets in two zones, the region's zones, its S3 prefix list), in
+the format of the CLI's cdk.context.json. tests/infra/test_deploy_network.py
+reads it too."""
+
+SAMPLE_TARGET = {"account": "123456789012", "region": "us-east-1"}
+"""Account and region of the AWS shapes: AWS's documentation account id, never a
+real one, so no lookup of a real deploy can collide with the fixture's."""
 
 SYNTH_SHAPES: dict[str, dict[str, str]] = {
-    "aws": {"natsUrl": "nats://nats.cordum.internal:4222"},
+    # The stack's own VPC (chosen block and zones) and its own NATS cluster.
+    "aws": {
+        **SAMPLE_TARGET,
+        "natsCluster": "true",
+        "vpcCidr": "10.40.0.0/16",
+        "availabilityZones": "us-east-1a,us-east-1b",
+    },
+    # An existing VPC, an outside NATS over TLS, a larger cache node.
+    "aws-vpc": {
+        **SAMPLE_TARGET,
+        "vpcId": "vpc-0c0d0e0f101112131",
+        "cacheNodeType": "cache.r7g.large",
+        "natsUrl": "tls://nats.example.internal:4222",
+        "natsCredentialsSecretArn": (
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:cordum/nats-AbCdEf"
+        ),
+    },
     "local": {"redisUrl": "redis://127.0.0.1:6379", "natsUrl": "nats://127.0.0.1:4222"},
 }
-"""Sample context per stack shape for ``synth``: enough to build each template
-(a NATS address inside the VPC, a local Redis); ``--context`` adds or overrides."""
+"""Sample context per stack shape for ``synth``: enough to build each template;
+``--context`` adds or overrides. Three synths of about 20 s each (cdk-nag
+included) on a laptop core; each AWS shape covers a placement and a NATS of
+its own rather than one shape per key."""
 
 CFN_LINT_CONFIG = CDK_DIR / ".cfnlintrc"
 """cfn-lint settings for the synthesized templates (regions, ignored checks with
@@ -31,11 +65,14 @@ SYNTH_TIMEOUT_S = 600
 
 
 def app_context(context: Mapping[str, str]) -> dict[str, object]:
-    """The context the CLI would hand the app: ``cdk.json``, ``cdk.context.json``
-    (when present), then `context`."""
+    """The context the CLI would hand the app: ``cdk.json``, LOOKUP_FIXTURE,
+    ``cdk.context.json`` (when present), then `context`."""
     merged: dict[str, object] = {}
-    for name, key in (("cdk.json", "context"), ("cdk.context.json", None)):
-        path = CDK_DIR / name
+    for path, key in (
+        (CDK_DIR / "cdk.json", "context"),
+        (LOOKUP_FIXTURE, None),
+        (CDK_DIR / "cdk.context.json", None),
+    ):
         if path.exists():
             data = json.loads(path.read_text(encoding="utf-8"))
             merged.update(data.get(key, {}) if key else data)
@@ -73,7 +110,20 @@ def synth(
     )
     if not template_path(out_dir).is_file():
         raise DeployError(f"synth wrote no template: {template_path(out_dir)}")
+    missing = unanswered_lookups(out_dir)
+    if missing:
+        raise DeployError(
+            "the app made lookups no context answers (the template holds CDK's placeholder "
+            f"values): {', '.join(missing)}. Add their answers to {LOOKUP_FIXTURE} (offline "
+            "synth), or run `cdk synth` with credentials, which makes them"
+        )
     return out_dir
+
+
+def unanswered_lookups(assembly: Path) -> list[str]:
+    """Keys of the context lookups the app made that its context did not answer."""
+    manifest = json.loads((assembly / "manifest.json").read_text(encoding="utf-8"))
+    return [str(entry["key"]) for entry in manifest.get("missing", [])]
 
 
 def template_path(assembly: Path) -> Path:
@@ -92,7 +142,10 @@ def synth_shapes(
     template of each. `context` overrides the sample values of every shape."""
     root = Path(out_dir or CDK_DIR / "cdk.out").resolve()
     templates: dict[str, Path] = {}
-    for shape in shapes or list(SYNTH_SHAPES):
+    chosen = shapes or list(SYNTH_SHAPES)
+    for number, shape in enumerate(chosen, 1):
+        sample = ", ".join(f"{k}={v}" for k, v in SYNTH_SHAPES[shape].items())
+        say(f"==> [{number}/{len(chosen)}] shape {shape}: {sample}")
         assembly = synth({**SYNTH_SHAPES[shape], **context}, python, root / shape, say=say)
         templates[shape] = template_path(assembly)
     return templates

@@ -7,6 +7,7 @@ the variable's name in the message.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -36,6 +37,27 @@ DEFAULT_OUTPUT_HOLD_MAX_S = 600.0
 answers: a kernel restart or deploy fits well inside, a workflow step is not stalled
 for long, and twenty re-checks (one per 30 s tick) fall within it."""
 
+DEFAULT_JOB_RETENTION_S = 3 * 24 * 3600
+"""How long a terminal job (meta, request, event log, index entries) stays in Redis.
+
+Sized for the stack's default cache, 2x cache.t4g.small: 1.37 GiB maxmemory, 25 %
+reserved, so about 1.03 GiB (1.1 GB) for data. A job costs about 4.35 KB while its
+context and result live (24 h) and about 3.9 KB after (BENCHMARKS.md, sustained load:
+4,200 B of keys plus a tenant index entry). At 1M jobs a month (33,000 a day), 3 days
+hold about 0.4 GB, 36 % of the cache: room under the 80 % memory alarm for a month
+twice as busy, the DLQ (30 days) and workflow runs. Cordum's 7 days would hold 0.93 GB
+(84 %) at the same load and refuse writes soon after. docs/deploy-sizing.md has the table
+per node type."""
+MIN_JOB_RETENTION_S = 3600
+"""A terminal job outlives the events about it: a workflow's job-ended event, a late
+duplicate result (SQS redelivery, 6 x the consumer timeout) and a client polling for
+the outcome all read the meta within minutes."""
+MAX_JOB_RETENTION_S = 365 * 24 * 3600
+JOB_RETENTION_ENV = "CORDUM_JOB_RETENTION_S"
+JOB_RETENTION_ALIASES = ("JOB_META_TTL_SECONDS", "JOB_META_TTL")
+"""Cordum's names for the same setting, read when CORDUM_JOB_RETENTION_S is unset:
+seconds, and a Go duration (``72h``, ``90m``, ``1h30m``, or plain seconds)."""
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -53,8 +75,16 @@ class Settings(BaseModel):
     # holding it (read once per process, see cordum.runtime.redis_auth_token).
     redis_auth_token: SecretStr | None = None
     redis_auth_secret_arn: str | None = None
+    # The ACL user the process connects as (with the token as its password); the
+    # secret may hold both as {"username", "password"}, a URL may carry both.
+    redis_username: str | None = None
+    # Connections the process's Redis pool may open; None: the figure for its kind
+    # (cordum.runtime.redis_max_connections).
+    redis_max_connections: int | None = Field(default=None, ge=1)
     # NATS credentials (a .creds file's text) in Secrets Manager, for a secured cluster.
     nats_creds_secret_arn: str | None = None
+    # PEM of the CA the NATS servers' certificates are verified against (or a file).
+    nats_tls_ca: str | None = None
     nats_url: str = DEFAULT_NATS_URL
     safety_kernel_addr: str = DEFAULT_SAFETY_KERNEL_ADDR
     config_dir: Path = Path("config")
@@ -74,6 +104,10 @@ class Settings(BaseModel):
     workflow_queue_url: str = ""
     workflow_timer_queue_url: str = ""
     workflow_max_active_runs: int = Field(default=100, ge=0)
+    # How long a terminal job stays in Redis (the TTL its last transition sets); an
+    # open job keeps cordum.store.jobs.META_TTL_S from its last write.
+    job_retention_s: int = Field(default=DEFAULT_JOB_RETENTION_S, ge=MIN_JOB_RETENTION_S,
+                                 le=MAX_JOB_RETENTION_S)
 
     @field_validator("redis_url")
     @classmethod
@@ -102,7 +136,10 @@ _ENV = {
     "redis_url": "REDIS_URL",
     "redis_auth_token": "REDIS_AUTH_TOKEN",
     "redis_auth_secret_arn": "REDIS_AUTH_SECRET_ARN",
+    "redis_username": "REDIS_USERNAME",
+    "redis_max_connections": "CORDUM_REDIS_MAX_CONNECTIONS",
     "nats_creds_secret_arn": "NATS_CREDS_SECRET_ARN",
+    "nats_tls_ca": "NATS_TLS_CA",
     "nats_url": "NATS_URL",
     "safety_kernel_addr": "SAFETY_KERNEL_ADDR",
     "config_dir": "CORDUM_CONFIG_DIR",
@@ -114,7 +151,27 @@ _ENV = {
     "workflow_queue_url": "WORKFLOW_QUEUE_URL",
     "workflow_timer_queue_url": "WORKFLOW_TIMER_QUEUE_URL",
     "workflow_max_active_runs": "CORDUM_WORKFLOW_MAX_ACTIVE_RUNS",
+    "job_retention_s": JOB_RETENTION_ENV,
 }
+
+_GO_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?$")
+
+
+def _retention_env(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """(variable, seconds as text) of the retention: CORDUM_JOB_RETENTION_S, else
+    Cordum's JOB_META_TTL_SECONDS, else JOB_META_TTL (a Go duration); None: unset."""
+    for var in (JOB_RETENTION_ENV, *JOB_RETENTION_ALIASES):
+        raw = (env.get(var) or "").strip()
+        if not raw:
+            continue
+        if var != "JOB_META_TTL" or raw.isdigit():
+            return var, raw
+        match = _GO_DURATION.match(raw)
+        if match is None or not any(match.groups()):
+            raise ConfigError(f"{var}: not a duration in h, m and s (e.g. 72h): {raw}")
+        hours, minutes, seconds = (int(g or 0) for g in match.groups())
+        return var, str(hours * 3600 + minutes * 60 + seconds)
+    return None
 
 
 def load_model(model: type[M], names: Mapping[str, str],
@@ -139,10 +196,18 @@ def load_model(model: type[M], names: Mapping[str, str],
 
 def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
     env = os.environ if env is None else env
+    names: Mapping[str, str] = _ENV
+    retention = _retention_env(env)
+    if retention is not None:
+        # The variable that gave it (an alias of Cordum's included), its value in
+        # seconds: a bad value is reported under the name the operator set.
+        var, seconds = retention
+        env = {**env, var: seconds}
+        names = {**_ENV, "job_retention_s": var}
     config_dir = overrides.get("config_dir") or env.get(_ENV["config_dir"])
     if config_dir:
         overrides["config_dir"] = _resolve_config_dir(Path(config_dir), env)
-    return load_model(Settings, _ENV, env, **overrides)
+    return load_model(Settings, names, env, **overrides)
 
 
 def _resolve_config_dir(path: Path, env: Mapping[str, str]) -> Path:

@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import logging
 import os
+import ssl
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cordum.config import ConfigError, Settings, settings
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
+    from collections.abc import Coroutine, Mapping
 
     import nats.aio.client
     import nats.js
@@ -98,13 +101,57 @@ class RedisRetryPolicy:
 
 REDIS_RETRY = RedisRetryPolicy()
 
+FUNCTION_MAX_CONNECTIONS = 20
+"""Redis connections one Lambda container may hold. A container runs one invocation
+at a time, and the widest one is an SQS batch: 10 records (queues.BATCH_SIZE) handled
+together, each with one command in flight plus its job lock's renewal
+(cordum.store.locks). At the account's default 1,000 concurrent executions that is
+at most 20,000 connections, under ElastiCache's 65,000 maxclients."""
+SERVICE_MAX_CONNECTIONS = 50
+"""Redis connections of a long-running process (the bridge, the safety kernel's
+velocity windows, a worker): its work is bounded by its own concurrency (NATS
+callbacks, the forwarder's batches), well under 50 at once; a burst above waits."""
+HEALTH_CHECK_INTERVAL_S = 30
+"""A pooled connection idle longer than this is checked with a PING before its next
+command: one the cache closed (its idle ``timeout``, 300 s on the stack's
+ElastiCache) is replaced before the command rather than failing it."""
+
 _auth_tokens: dict[str, str] = {}
 """Secret ARN -> token, read once per process: a token rotation (ElastiCache's
 ROTATE strategy accepts both tokens meanwhile) is picked up by new containers."""
 
 
+@dataclass(frozen=True, slots=True)
+class RedisCredentials:
+    username: str | None
+    """ACL user; None: the connection's ``default`` user (a plain AUTH token)."""
+    password: str | None
+
+
+def redis_credentials(cfg: Settings | None = None) -> RedisCredentials:
+    """Who the process is to Redis: REDIS_USERNAME with REDIS_AUTH_TOKEN, else the
+    secret REDIS_AUTH_SECRET_ARN names, which holds a token, or a JSON object
+    ``{"username": ..., "password": ...}`` (an ElastiCache user's secret).
+    REDIS_USERNAME wins over the secret's username; credentials in REDIS_URL win
+    over both (redis-py reads the URL last)."""
+    cfg = cfg or settings()
+    username = cfg.redis_username
+    password = redis_auth_token(cfg)
+    if password is not None and password.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(password)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and isinstance(parsed.get("password"), str):
+            password = parsed["password"]
+            secret_user = parsed.get("username")
+            username = username or (secret_user if isinstance(secret_user, str) else None)
+    return RedisCredentials(username=username, password=password)
+
+
 def redis_auth_token(cfg: Settings | None = None) -> str | None:
-    """The Redis AUTH token: REDIS_AUTH_TOKEN, else the secret REDIS_AUTH_SECRET_ARN names."""
+    """The Redis AUTH token: REDIS_AUTH_TOKEN, else the secret REDIS_AUTH_SECRET_ARN
+    names (as stored: see :func:`redis_credentials` for a user's JSON secret)."""
     cfg = cfg or settings()
     if cfg.redis_auth_token is not None:
         return cfg.redis_auth_token.get_secret_value()
@@ -117,19 +164,71 @@ def redis_auth_token(cfg: Settings | None = None) -> str | None:
     return token
 
 
-def nats_options(cfg: Settings | None = None) -> dict[str, Any]:
-    """Connect options every NATS client of ours adds: the credentials, when
-    NATS_CREDS_SECRET_ARN names them (read once per process)."""
+def redis_max_connections(cfg: Settings | None = None,
+                          env: Mapping[str, str] | None = None) -> int:
+    """CORDUM_REDIS_MAX_CONNECTIONS, else the figure for the kind of process: a Lambda
+    container (AWS_LAMBDA_FUNCTION_NAME set) or a long-running service."""
     cfg = cfg or settings()
+    if cfg.redis_max_connections is not None:
+        return cfg.redis_max_connections
+    env = os.environ if env is None else env
+    if env.get("AWS_LAMBDA_FUNCTION_NAME"):
+        return FUNCTION_MAX_CONNECTIONS
+    return SERVICE_MAX_CONNECTIONS
+
+
+def nats_options(cfg: Settings | None = None) -> dict[str, Any]:
+    """Connect options every NATS client of ours adds.
+
+    - The credentials, when NATS_CREDS_SECRET_ARN names them (read once per
+      process): a ``.creds`` file's text, or JSON ``{"username", "password"}``
+      (the stack's own cluster, cordum_infra.nats_cluster).
+    - The CA to verify the server against, when NATS_TLS_CA holds one (PEM text
+      or a file): only that CA is trusted. Without it a ``tls://`` URL is
+      verified against the system trust store.
+    """
+    cfg = cfg or settings()
+    options: dict[str, Any] = {}
+    if cfg.nats_tls_ca is not None:
+        options["tls"] = nats_tls_context(cfg.nats_tls_ca)
     arn = cfg.nats_creds_secret_arn
     if arn is None:
-        return {}
+        return options
     from nats.aio.client import RawCredentials
 
     creds = _auth_tokens.get(arn)
     if creds is None:
         creds = _auth_tokens[arn] = _read_secret(arn, "NATS_CREDS_SECRET_ARN")
-    return {"user_credentials": RawCredentials(creds)}
+    if creds.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(creds)
+        except ValueError:
+            parsed = None
+        if not (isinstance(parsed, dict) and isinstance(parsed.get("username"), str)
+                and isinstance(parsed.get("password"), str)):
+            raise ConfigError('NATS_CREDS_SECRET_ARN: a JSON secret must hold "username" '
+                              'and "password" strings')
+        return {**options, "user": parsed["username"], "password": parsed["password"]}
+    return {**options, "user_credentials": RawCredentials(creds)}
+
+
+def nats_tls_context(ca: str) -> ssl.SSLContext:
+    """A client TLS context that trusts `ca` alone (PEM text, or the path of a PEM file)
+    and checks the server's name."""
+    text = ca if ca.lstrip().startswith("-----BEGIN ") else _read_pem(ca)
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise ConfigError("NATS_TLS_CA: no PEM certificate")
+    try:
+        return ssl.create_default_context(cadata=text)
+    except ssl.SSLError as exc:
+        raise ConfigError(f"NATS_TLS_CA: not a usable CA certificate: {exc}") from None
+
+
+def _read_pem(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"NATS_TLS_CA: cannot read {path}: {exc}") from None
 
 
 def _read_secret(arn: str, variable: str = "REDIS_AUTH_SECRET_ARN") -> str:
@@ -159,7 +258,9 @@ def redis_client(cfg: Settings | None = None) -> redis.asyncio.Redis:
     """The process's Redis client (a pool; connections are made lazily).
 
     With an AUTH token the URL must be ``rediss://`` (checked by Settings), so
-    the token only ever travels over TLS.
+    the token only ever travels over TLS. The pool holds at most
+    :func:`redis_max_connections`; a command that finds them all busy waits for
+    one, up to the store timeout, instead of opening another.
     """
     global _redis
     if _redis is None:
@@ -170,11 +271,17 @@ def redis_client(cfg: Settings | None = None) -> redis.asyncio.Redis:
 
         cfg = cfg or settings()
         policy = REDIS_RETRY
-        _redis = aioredis.Redis.from_url(
+        credentials = redis_credentials(cfg)
+        auth = {key: value for key, value in (("username", credentials.username),
+                                              ("password", credentials.password))
+                if value is not None}
+        pool = aioredis.BlockingConnectionPool.from_url(
             cfg.redis_url,
-            password=redis_auth_token(cfg),
+            max_connections=redis_max_connections(cfg),
+            timeout=cfg.store_timeout_s,
             socket_timeout=cfg.store_timeout_s,
             socket_connect_timeout=cfg.store_timeout_s,
+            health_check_interval=HEALTH_CHECK_INTERVAL_S,
             retry=Retry(
                 ExponentialWithJitterBackoff(
                     base=policy.backoff_base_s, cap=policy.backoff_cap_s
@@ -182,7 +289,9 @@ def redis_client(cfg: Settings | None = None) -> redis.asyncio.Redis:
                 policy.retries,
                 supported_errors=(ConnectionError, TimeoutError, ReadOnlyError),
             ),
+            **auth,
         )
+        _redis = aioredis.Redis.from_pool(pool)
     return _redis
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.infra.test_synth import (
+    AWS_NATS,
     _context,
     _fn_id,
     _logical_id,
@@ -53,13 +54,11 @@ from cordum.bus import health  # noqa: E402
 from cordum.bus.settings import ENV_EMF_METRICS, ENV_HEALTH_FILE  # noqa: E402
 from cordum.scheduler.saga_trigger import SAGA_ROLLBACK_FUNCTION_ENV  # noqa: E402
 
-AWS_NATS = "nats://10.0.0.10:4222"
-
 
 @pytest.fixture(scope="module")
 def aws(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:  # noqa: F811
     """Given the AWS stack with an outside NATS, running its own kernel."""
-    _, stack = _stack(inputs, tmp_path_factory.mktemp("faults"), _context(inputs, natsUrl=AWS_NATS))
+    _, stack = _stack(inputs, tmp_path_factory.mktemp("faults"), _context(inputs, **AWS_NATS))
     template = Template.from_stack(stack)
     return {"template": template, "json": template.to_json(), "stack": stack}
 
@@ -113,14 +112,16 @@ def test_bridge_container_is_healthy_only_while_its_probe_answers(aws: dict[str,
         "Interval": 30,
         "Timeout": 5,
         "Retries": 3,
-        "StartPeriod": 60,
+        # Two minutes before a failed check counts: a NATS deployed with the stack may
+        # still be starting (the probe itself forgives waiting for NATS at start)
+        "StartPeriod": 120,
     }
     assert (
         BRIDGE_HEALTH_CHECK_INTERVAL.to_seconds(),
         BRIDGE_HEALTH_CHECK_TIMEOUT.to_seconds(),
         BRIDGE_HEALTH_CHECK_RETRIES,
         BRIDGE_HEALTH_CHECK_START.to_seconds(),
-    ) == (30, 5, 3, 60)
+    ) == (30, 5, 3, 120)
     # And the bridge keeps the file that check reads, and writes its lag as EMF lines
     env = {item["Name"]: item["Value"] for item in bridge["Environment"]}
     assert env[ENV_HEALTH_FILE] == BRIDGE_HEALTH_FILE

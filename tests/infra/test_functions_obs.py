@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.infra.test_synth import (
+    AWS_NATS,
     _context,
     _fn_id,
     _functions,
@@ -32,6 +33,7 @@ from cfnlint.api import ManualArgs, lint  # noqa: E402
 from cordum_infra.api import ACCESS_LOG_FIELDS, MAX_BODY_BYTES  # noqa: E402
 from cordum_infra.functions import (  # noqa: E402
     ALL_FUNCTIONS,
+    DEFAULT_GATEWAY_RESERVED_CONCURRENCY,
     RECONCILER_TICK,
     REPLAYER_TICK,
     SUBMIT,
@@ -48,7 +50,6 @@ from cordum_infra.stack import CordumServerlessStack  # noqa: E402
 
 CFN_LINT_CONFIG = Path(__file__).resolve().parents[2] / "infra" / "cdk" / ".cfnlintrc"
 TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:cordum-alarms"
-AWS_NATS = "nats://nats.cordum.internal:4222"
 
 
 def _build(inputs: dict[str, Path], tmp: Path, **extra: str) -> dict[str, Any]:  # noqa: F811
@@ -60,7 +61,7 @@ def _build(inputs: dict[str, Path], tmp: Path, **extra: str) -> dict[str, Any]: 
 @pytest.fixture(scope="module")
 def aws(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:  # noqa: F811
     """Given the AWS stack with the default context (no redisUrl, no safetyKernelAddr)."""
-    return _build(inputs, tmp_path_factory.mktemp("aws-default"), natsUrl=AWS_NATS)
+    return _build(inputs, tmp_path_factory.mktemp("aws-default"), **AWS_NATS)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def tuned(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     return _build(
         inputs,
         tmp_path_factory.mktemp("aws-tuned"),
-        natsUrl=AWS_NATS,
+        **AWS_NATS,
         reservedConcurrency=json.dumps({"submit": 50, "reconciler-tick": 1}),
         alarmTopicArn=TOPIC_ARN,
         apiGatewayLogRole="false",
@@ -152,10 +153,11 @@ def test_every_function_logs_to_its_own_group_with_retention(shape: dict[str, An
     for spec in ALL_FUNCTIONS:
         # Given each function
         props = _props(tpl, _fn_id(stack, spec))
-        # Then it logs to a group of the stack named after it, kept 30 days
+        # Then it logs to a group of the stack named after it (and its stack), kept 30 days
         group_id = props["LoggingConfig"]["LogGroup"]["Ref"]
         group = groups[group_id]
-        assert group["Properties"]["LogGroupName"] == f"/aws/lambda/{spec.function_name}"
+        name = spec.function_name(stack.stack_name)
+        assert group["Properties"]["LogGroupName"] == f"/aws/lambda/{name}"
         assert group["Properties"]["RetentionInDays"] == 30
         # And the group goes with the stack (a kept one would block the next deploy)
         assert group["DeletionPolicy"] == "Delete"
@@ -191,21 +193,29 @@ def test_every_function_is_traced_with_xray(shape: dict[str, Any]) -> None:
         )
 
 
-def test_no_function_reserves_concurrency_by_default(shape: dict[str, Any]) -> None:
+def test_no_function_but_the_aws_gateway_reserves_concurrency_by_default(
+    shape: dict[str, Any],
+) -> None:
+    # (the gateway's reservation on AWS: tests/infra/test_deploy_functions.py)
     for module, props in _functions(shape["json"]).items():
-        assert "ReservedConcurrentExecutions" not in props, module
+        if module == "gateway" and shape["stack"].cache is not None:
+            assert props["ReservedConcurrentExecutions"] == DEFAULT_GATEWAY_RESERVED_CONCURRENCY
+        else:
+            assert "ReservedConcurrentExecutions" not in props, module
 
 
 def test_reserved_concurrency_comes_from_the_context(tuned: dict[str, Any]) -> None:
     # Given reservedConcurrency {"submit": 50, "reconciler-tick": 1}
     functions = _functions(tuned["json"])
-    # Then exactly those two functions reserve it, by module or slug
+    # Then exactly those two functions reserve it, by module or slug, beside the
+    # gateway's default reservation on AWS
     reserved = {
         module: props["ReservedConcurrentExecutions"]
         for module, props in functions.items()
         if "ReservedConcurrentExecutions" in props
     }
-    assert reserved == {SUBMIT.module: 50, RECONCILER_TICK.module: 1}
+    assert reserved == {SUBMIT.module: 50, RECONCILER_TICK.module: 1,
+                        "gateway": DEFAULT_GATEWAY_RESERVED_CONCURRENCY}
 
 
 @pytest.mark.parametrize(
@@ -528,13 +538,17 @@ def test_alarms_notify_the_topic_from_the_context(
 ) -> None:
     # Given alarmTopicArn, then every alarm notifies it on ALARM and on OK
     alarms = _alarms(tuned["json"])
-    # (6 DLQs, 8 functions, circuit and stale jobs, Redis memory and CPU, the bridge)
-    assert len(alarms) == 6 + 8 + 2 + 2 + 1
+    # (6 DLQs, 8 functions, circuit and stale jobs, Redis memory and CPU, the bridge;
+    # the capacity alarms: API 5xx and 429, 8 functions' throttles, account
+    # concurrency, 2 queues' oldest message, kernel hosts, Redis connections, CPU
+    # credits and replication lag)
+    assert len(alarms) == 6 + 8 + 2 + 2 + 1 + (2 + 8 + 1 + 2 + 1 + 3)
     for alarm in alarms:
         assert alarm["AlarmActions"] == [TOPIC_ARN]
         assert alarm["OKActions"] == [TOPIC_ARN]
-    # And without it, no alarm has an action
-    assert all("AlarmActions" not in a for a in _alarms(aws["json"]))
+    # And without it, every alarm notifies the topic the AWS stack creates
+    # (tests/infra/test_deploy_alarms.py)
+    assert all(len(a["AlarmActions"]) == 1 for a in _alarms(aws["json"]))
 
 
 def test_alarm_topic_must_be_an_sns_topic_arn(inputs: dict[str, Path]) -> None:  # noqa: F811

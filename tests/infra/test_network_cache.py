@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.infra.test_synth import (
-    NATS,
+    AWS_NATS,
     _context,
     _functions,
     _logical_id,
@@ -37,16 +37,15 @@ from cordum_infra.settings import ContextError  # noqa: E402
 from cordum_infra.stack import CordumServerlessStack  # noqa: E402
 
 KERNEL_ADDR = "10.0.0.11:50051"
-INTERFACE_SERVICES = {
-    "sqs", "lambda", "events", "logs", "ssm", "secretsmanager", "sts", "ecr.api", "ecr.dkr",
-}
-"""What Cordum calls from inside the VPC: queues, the saga-rollback invoke, EventBridge,
-Fargate logs, the API keys, the Redis token and NATS credentials, STS, image pulls."""
+INTERFACE_SERVICES = {"sqs", "lambda", "logs", "ssm", "secretsmanager", "ecr.api", "ecr.dkr"}
+"""What Cordum calls from inside the VPC: queues, the saga-rollback invoke, Fargate logs,
+the API keys, the Redis token and NATS credentials, image pulls (no EventBridge, no STS:
+tests/infra/test_deploy_network.py)."""
 ANYWHERE = "0.0.0.0/0"
 
 
 def _aws(inputs: dict[str, Path], tmp: Path, **extra: str) -> dict[str, Any]:  # noqa: F811
-    context = _context(inputs, natsUrl=NATS, **extra)
+    context = _context(inputs, **AWS_NATS, **extra)
     _, stack = _stack(inputs, tmp, context)
     template = Template.from_stack(stack)
     return {"template": template, "json": template.to_json(), "stack": stack}
@@ -304,7 +303,7 @@ def test_cache_never_evicts_a_key(endpoints: dict[str, Any]) -> None:
     assert len(groups) == 1
     ((group_id, group),) = groups.items()
     assert group["Properties"]["CacheParameterGroupFamily"] == "redis7"
-    assert group["Properties"]["Properties"] == {"maxmemory-policy": "noeviction"}
+    assert group["Properties"]["Properties"]["maxmemory-policy"] == "noeviction"
     # And the replication group runs with it
     assert stack.cache is not None
     rg = tpl["Resources"][_logical_id(stack, stack.cache.replication_group)]["Properties"]
@@ -336,11 +335,17 @@ def test_every_function_is_told_the_secret_and_may_read_it(endpoints: dict[str, 
         env = functions[spec.module]["Environment"]["Variables"]
         assert env[AUTH_SECRET_ENV] == secret_ref, spec.module
         assert all("resolve:secretsmanager" not in json.dumps(v) for v in env.values())
-        # And its role may read that secret (and no other)
+        # And its role may read that secret; any other secret it reads is a NATS
+        # credential or (the gateway's) the API keys
         role = stack.functions[spec].role
         statements = _statements_of(tpl, {"Ref": _logical_id(stack, role)})
-        reads = [s for s in statements if "secretsmanager:GetSecretValue" in _actions(s)]
-        assert [s["Resource"] for s in reads] == [secret_ref], spec.module
+        reads = [s["Resource"] for s in statements
+                 if "secretsmanager:GetSecretValue" in _actions(s)]
+        assert secret_ref in reads, spec.module
+        others = [r for r in reads if r != secret_ref]
+        assert all("nats" in json.dumps(r).lower() or
+                   (spec.module == "gateway" and "api-keys" in json.dumps(r)) for r in others), \
+            (spec.module, others)
 
 
 def test_local_stack_has_no_secret_and_no_token_variable(local: dict[str, Any]) -> None:  # noqa: F811
@@ -358,7 +363,7 @@ def test_local_stack_has_no_secret_and_no_token_variable(local: dict[str, Any]) 
 
 
 def test_egress_context_defaults_to_endpoints(inputs: dict[str, Path]) -> None:  # noqa: F811
-    base = {"natsUrl": NATS, "safetyKernelAddr": KERNEL_ADDR,
+    base = {**AWS_NATS, "safetyKernelAddr": KERNEL_ADDR,
             "safetyKernelCa": str(inputs["kernel_ca"])}
     assert _settings(inputs, **base).egress == "endpoints"
     assert _settings(inputs, **base, egress="NAT").egress == "nat"
@@ -371,7 +376,7 @@ def test_cdk_nag_passes_in_both_egress_modes(
     inputs: dict[str, Path], tmp_path: Path, egress: str  # noqa: F811
 ) -> None:
     # Given the AWS stack in that mode with the AwsSolutions pack
-    context = _context(inputs, natsUrl=NATS, egress=egress)
+    context = _context(inputs, **AWS_NATS, egress=egress)
     app, stack = _stack(inputs, tmp_path, context)
     add_checks(app, stack)
     # When the app is synthesized, then no unacknowledged finding fails it

@@ -1,8 +1,8 @@
 """Synth tests of the Fargate services (bridge, safety kernel) and of NATS on AWS.
 
 Shapes: an AWS stack that runs its own safety kernel (no safetyKernelAddr), one
-with a dev NATS service (devNats=true, arm64), one with an outside kernel and
-NATS credentials from Secrets Manager, and the local stack (redisUrl), which
+with a dev NATS node (devNats=true: one TLS node, arm64), one with an outside
+kernel and NATS credentials from Secrets Manager, and the local stack (redisUrl), which
 has none of it. The layer and handlers are test_synth's stand-ins; the images
 are the repository's own Dockerfiles.
 """
@@ -25,16 +25,22 @@ from aws_cdk.assertions import Template  # noqa: E402
 from cordum_infra.bridge import BRIDGE_CONTAINER, BRIDGE_DOCKERFILE  # noqa: E402
 from cordum_infra.fargate import STOP_TIMEOUT  # noqa: E402
 from cordum_infra.functions import ALL_FUNCTIONS  # noqa: E402
-from cordum_infra.kernel_tls import RESOURCE_TYPE  # noqa: E402
+from cordum_infra.kernel_tls import CA_RESOURCE_TYPE, LEAF_RESOURCE_TYPE  # noqa: E402
 from cordum_infra.nag import add_checks  # noqa: E402
-from cordum_infra.nats import DEV_NATS_CONTAINER, JETSTREAM_DIR, NATS_CREDS_ENV  # noqa: E402
+from cordum_infra.nats import NATS_CREDS_ENV  # noqa: E402
+from cordum_infra.nats_cluster import JETSTREAM_DIR  # noqa: E402
 from cordum_infra.network import KERNEL_PORT  # noqa: E402
 from cordum_infra.safety_kernel import (  # noqa: E402
     KERNEL_CONTAINER,
     KERNEL_DOCKERFILE,
     KERNEL_PKI_DOCKERFILE,
 )
-from cordum_infra.settings import DEV_NATS_URL, ContextError, StackSettings  # noqa: E402
+from cordum_infra.settings import (  # noqa: E402
+    DEV_NATS_URL,
+    ContextError,
+    StackSettings,
+    nats_node_name,
+)
 from cordum_infra.stack import STACK_NAME  # noqa: E402
 
 inputs = synth.inputs
@@ -43,10 +49,13 @@ _functions = synth._functions
 _logical_id = synth._logical_id
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-AWS_NATS = "nats://10.0.0.10:4222"
+AWS_NATS = "tls://10.0.0.10:4222"
 OUTSIDE_KERNEL = "kernel.example.internal:50051"
 CREDS_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:cordum/nats-creds-AbC123"
 FARGATE_MAX_STOP_TIMEOUT_S = 120
+OUTSIDE_NATS = {"natsUrl": AWS_NATS, "natsCredentialsSecretArn": CREDS_ARN}
+"""On AWS an outside NATS is TLS with credentials."""
+DEV_NATS_CONTAINER = nats_node_name(0)
 
 
 def _shape(inputs: dict[str, Path], tmp: Path, **context: str) -> dict[str, Any]:
@@ -66,7 +75,7 @@ def _shape(inputs: dict[str, Path], tmp: Path, **context: str) -> dict[str, Any]
 @pytest.fixture(scope="module")
 def kernel(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Given an AWS stack with an outside NATS and no safetyKernelAddr."""
-    return _shape(inputs, tmp_path_factory.mktemp("kernel"), natsUrl=AWS_NATS)
+    return _shape(inputs, tmp_path_factory.mktemp("kernel"), **OUTSIDE_NATS)
 
 
 @pytest.fixture(scope="module")
@@ -190,11 +199,12 @@ def test_bridge_and_kernel_run_two_fargate_tasks_in_the_private_subnets(
     private = _private_subnets(stack)
     assert len(private) == 2
     for name, props in services.items():
-        # each with two Fargate tasks that a deploy replaces one at a time
+        # each on Fargate, its task count left to its scaling (floor two: one per zone,
+        # tests/infra/test_deploy_kernel.py), which a deploy never goes below
         assert props["LaunchType"] == "FARGATE", name
-        assert props["DesiredCount"] == 2, name
+        assert "DesiredCount" not in props, name
         deployment = props["DeploymentConfiguration"]
-        assert deployment["MinimumHealthyPercent"] == 50, name
+        assert deployment["MinimumHealthyPercent"] == 100, name
         assert deployment["MaximumPercent"] == 200, name
         assert deployment["DeploymentCircuitBreaker"] == {"Enable": True, "Rollback": True}
         # spread over both zones' private subnets, with no public address
@@ -293,7 +303,7 @@ def test_synth_needs_no_docker(inputs: dict[str, Path], tmp_path: Path) -> None:
     fake.chmod(0o755)
     out = tmp_path / "cdk.out"
     # (cdk-nag has tests of its own: this one is about the images alone)
-    context = synth._context(inputs, natsUrl=AWS_NATS, nag="false")
+    context = synth._context(inputs, **OUTSIDE_NATS, nag="false")
     env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -343,6 +353,11 @@ def test_bridge_may_send_to_both_queues_and_nothing_else(kernel: dict[str, Any])
         assert "*" not in resources
         if "sqs:SendMessage" in _actions(statement):
             sent_to += [r["Fn::GetAtt"][0] for r in resources]
+        if set(_actions(statement)) <= {"secretsmanager:GetSecretValue",
+                                         "secretsmanager:DescribeSecret"}:
+            # (its NATS credentials: AWS stacks speak to NATS with credentials only)
+            assert "nats" in json.dumps(resources).lower(), resources
+            continue
         # and no action but SQS sends (and the queue lookups that go with them)
         assert set(_actions(statement)) <= {
             "sqs:SendMessage",
@@ -446,28 +461,31 @@ def test_kernel_serves_tls_with_a_certificate_issued_at_deploy_time(
     kernel: dict[str, Any],
 ) -> None:
     tpl, stack = kernel["json"], kernel["stack"]
-    tls = stack.services.kernel.tls
-    secret_id = _logical_id(stack, tls.secret)
+    tls = stack.services.tls
+    secret_id = _logical_id(stack, stack.services.kernel.certificate.secret)
+    ca_secret_id = _logical_id(stack, tls.ca_secret)
     nlb_id = _logical_id(stack, stack.services.kernel.load_balancer)
     # Then one custom resource issues the certificate for the load balancer's name
-    # into the kernel's secret, by a container-image function
+    # into the kernel's secret, from the stack's CA, by a container-image function
     (cert_id, cert), = [
-        (k, r) for k, r in tpl["Resources"].items() if r["Type"] == RESOURCE_TYPE
+        (k, r) for k, r in tpl["Resources"].items() if r["Type"] == LEAF_RESOURCE_TYPE
     ]
     (issuer_id, issuer), = _image_functions(tpl).items()
     assert cert["Properties"]["ServiceToken"] == {"Fn::GetAtt": [issuer_id, "Arn"]}
-    assert cert["Properties"]["Host"] == {"Fn::GetAtt": [nlb_id, "DNSName"]}
+    assert cert["Properties"]["DnsNames"] == [{"Fn::GetAtt": [nlb_id, "DNSName"]}]
     assert cert["Properties"]["SecretArn"] == {"Ref": secret_id}
+    assert cert["Properties"]["CaSecretArn"] == {"Ref": ca_secret_id}
     assert cert["Properties"]["Generation"] == "1"
     assert issuer["Architectures"] == ["x86_64"]
-    # And the issuer may write that secret and read nothing
+    # And the issuer may read the CA's secret alone and write it and the kernel's
     role = {"Ref": issuer["Role"]["Fn::GetAtt"][0]}
     statements = _role_statements(tpl, role)
-    assert statements
-    for statement in statements:
-        assert not any(a.startswith("secretsmanager:Get") for a in _actions(statement))
+    reads = [s for s in statements
+             if any(a.startswith("secretsmanager:Get") for a in _actions(s))]
+    assert [s["Resource"] for s in reads] == [{"Ref": ca_secret_id}]
     writes = [s for s in statements if "secretsmanager:PutSecretValue" in _actions(s)]
-    assert [s["Resource"] for s in writes] == [{"Ref": secret_id}]
+    assert sorted(str(s["Resource"]) for s in writes) == sorted(
+        str({"Ref": i}) for i in (ca_secret_id, secret_id))
     # And the kernel gets certificate and key from that secret, by JSON field, at task
     # start, and a variable that changes with each new certificate
     _, container = _containers(tpl)[KERNEL_CONTAINER]
@@ -482,8 +500,8 @@ def test_kernel_serves_tls_with_a_certificate_issued_at_deploy_time(
 
 def test_every_client_trusts_only_the_issued_ca(kernel: dict[str, Any]) -> None:
     tpl = kernel["json"]
-    (cert_id,) = [k for k, r in tpl["Resources"].items() if r["Type"] == RESOURCE_TYPE]
-    ca = {"Fn::GetAtt": [cert_id, "CaPem"]}
+    (ca_id,) = [k for k, r in tpl["Resources"].items() if r["Type"] == CA_RESOURCE_TYPE]
+    ca = {"Fn::GetAtt": [ca_id, "CaPem"]}
     clients = {m: p["Environment"]["Variables"] for m, p in _functions(tpl).items()}
     clients["bridge"] = _env(_containers(tpl)[BRIDGE_CONTAINER][1])
     assert len(clients) == 9  # the eight functions and the bridge
@@ -525,7 +543,8 @@ def test_an_outside_kernels_ca_reaches_every_client(
         assert env["SAFETY_KERNEL_TLS_REQUIRED"] == "true", name
         assert env["SAFETY_KERNEL_TLS_CA"] == ca, name
     # And the stack issues no certificate of its own
-    assert not [r for r in tpl["Resources"].values() if r["Type"] == RESOURCE_TYPE]
+    kinds = (CA_RESOURCE_TYPE, LEAF_RESOURCE_TYPE)
+    assert not [r for r in tpl["Resources"].values() if r["Type"] in kinds]
     assert not _image_functions(tpl)
 
 
@@ -563,13 +582,10 @@ def test_nats_credentials_reach_every_client_by_arn(creds: dict[str, Any]) -> No
     assert may_read(stack.services.bridge.task_definition.task_role)
 
 
-def test_no_credentials_and_no_dev_nats_unless_asked(kernel: dict[str, Any]) -> None:
+def test_no_dev_nats_unless_asked(kernel: dict[str, Any]) -> None:
     tpl = kernel["json"]
-    # Given neither natsCredentialsSecretArn nor devNats, then no client hears of a
-    # secret and the stack runs no NATS, no file system and no Cloud Map namespace
-    for module, props in _functions(tpl).items():
-        assert NATS_CREDS_ENV not in props["Environment"]["Variables"], module
-    assert NATS_CREDS_ENV not in _env(_containers(tpl)[BRIDGE_CONTAINER][1])
+    # Given an outside NATS and no devNats, then the stack runs no NATS, no file
+    # system and no Cloud Map namespace
     assert DEV_NATS_CONTAINER not in _containers(tpl)
     for kind in ("AWS::EFS::FileSystem", "AWS::ServiceDiscovery::PrivateDnsNamespace"):
         kernel["template"].resource_count_is(kind, 0)
@@ -617,16 +633,16 @@ def test_dev_nats_is_one_jetstream_task_on_encrypted_efs(dev: dict[str, Any]) ->
 def test_dev_nats_is_the_nats_of_every_client(dev: dict[str, Any]) -> None:
     template, tpl, stack = dev["template"], dev["json"], dev["stack"]
     # Then its Cloud Map name is what natsUrl became
-    assert DEV_NATS_URL == "nats://nats.cordum.internal:4222"
+    assert DEV_NATS_URL == "tls://nats-0.cordum.internal:4222"
     template.has_resource_properties(
         "AWS::ServiceDiscovery::PrivateDnsNamespace", {"Name": "cordum.internal"}
     )
-    template.has_resource_properties("AWS::ServiceDiscovery::Service", {"Name": "nats"})
+    template.has_resource_properties("AWS::ServiceDiscovery::Service", {"Name": "nats-0"})
     for module, props in _functions(tpl).items():
         assert props["Environment"]["Variables"]["NATS_URL"] == DEV_NATS_URL, module
     assert _env(_containers(tpl)[BRIDGE_CONTAINER][1])["NATS_URL"] == DEV_NATS_URL
     # And it admits 4222 from the functions and the bridge only
-    nats_sg = _logical_id(stack, stack.dev_nats.security_group)
+    nats_sg = _logical_id(stack, stack.nats.security_group)
     rules = _ingress(tpl, nats_sg)
     assert {_source(r) for r in rules} == {
         _logical_id(stack, stack.network.functions_security_group),
@@ -642,7 +658,7 @@ def test_dev_nats_is_the_nats_of_every_client(dev: dict[str, Any]) -> None:
     ]
     # And the bridge starts once NATS runs
     bridge_service = _logical_id(stack, stack.services.bridge.service)
-    nats_service = _logical_id(stack, stack.dev_nats.service)
+    nats_service = _logical_id(stack, stack.nats.services[0])
     assert nats_service in tpl["Resources"][bridge_service]["DependsOn"]
 
 
@@ -655,7 +671,7 @@ def test_arm64_builds_and_runs_every_image_for_arm64(dev: dict[str, Any]) -> Non
     # and every task runs on ARM64
     for name in _containers(tpl):
         assert _task(tpl, name)["RuntimePlatform"]["CpuArchitecture"] == "ARM64", name
-    # and so does the kernel's certificate issuer
+    # and so does the stack's certificate issuer
     (issuer,) = _image_functions(tpl).values()
     assert issuer["Architectures"] == ["arm64"]
 
@@ -702,9 +718,9 @@ def _settings(inputs: dict[str, Path], **context: str) -> StackSettings:
 
 
 def test_aws_stack_runs_its_kernel_unless_given_an_address(inputs: dict[str, Path]) -> None:
-    own = _settings(inputs, natsUrl=AWS_NATS)
+    own = _settings(inputs, **OUTSIDE_NATS)
     assert own.safety_kernel_addr is None and own.runs_safety_kernel
-    given = _settings(inputs, natsUrl=AWS_NATS, safetyKernelAddr=OUTSIDE_KERNEL,
+    given = _settings(inputs, **OUTSIDE_NATS, safetyKernelAddr=OUTSIDE_KERNEL,
                       safetyKernelCa=str(inputs["kernel_ca"]))
     assert given.safety_kernel_addr == OUTSIDE_KERNEL and not given.runs_safety_kernel
     local = _settings(inputs, natsUrl=synth.NATS, redisUrl=synth.LOCAL_REDIS)
@@ -717,7 +733,7 @@ def test_dev_nats_sets_the_nats_url(inputs: dict[str, Path]) -> None:
     # (naming that same URL is no conflict)
     same = _settings(inputs, devNats="true", natsUrl=DEV_NATS_URL)
     assert same.dev_nats and same.nats_url == DEV_NATS_URL
-    assert not _settings(inputs, natsUrl=AWS_NATS).dev_nats
+    assert not _settings(inputs, **OUTSIDE_NATS).dev_nats
 
 
 @pytest.mark.parametrize(
@@ -771,7 +787,7 @@ def test_safety_kernel_ca_context_errors(inputs: dict[str, Path], tmp_path: Path
     with pytest.raises(ContextError, match="must hold the CA certificate .* and nothing else"):
         _settings(inputs, natsUrl=AWS_NATS, safetyKernelAddr=OUTSIDE_KERNEL,
                   safetyKernelCa=str(key_too))
-    settings = _settings(inputs, natsUrl=AWS_NATS, safetyKernelAddr=OUTSIDE_KERNEL,
+    settings = _settings(inputs, **OUTSIDE_NATS, safetyKernelAddr=OUTSIDE_KERNEL,
                          safetyKernelCa=ca)
     assert settings.safety_kernel_ca == inputs["kernel_ca"].read_text().strip()
 

@@ -45,6 +45,13 @@ from cordum.safety.kernel_pki import issue  # noqa: E402
 
 LOCAL_REDIS = "redis://127.0.0.1:6379"
 NATS = "nats://127.0.0.1:4222"
+AWS_NATS = {
+    "natsUrl": "tls://10.0.0.10:4222",
+    "natsCredentialsSecretArn": (
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:cordum/nats-AbCdEf"
+    ),
+}
+"""An AWS stack's outside NATS: TLS with credentials (nats:// is refused without redisUrl)."""
 HANDLERS = {spec.module for spec in ALL_FUNCTIONS}
 
 
@@ -102,7 +109,7 @@ def local(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
 def aws(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Given an AWS deployment: no redisUrl, a reachable safety kernel, no API keys."""
     tmp = tmp_path_factory.mktemp("aws")
-    context = _context(inputs, natsUrl="nats://10.0.0.10:4222", safetyKernelAddr="10.0.0.11:50051",
+    context = _context(inputs, **AWS_NATS, safetyKernelAddr="10.0.0.11:50051",
                        safetyKernelCa=str(inputs["kernel_ca"]))
     _, stack = _stack(inputs, tmp, context)
     template = Template.from_stack(stack)
@@ -114,11 +121,15 @@ def _resources(tpl: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
 
 
 def _functions(tpl: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Handler module -> function properties (of the zip functions: the AWS stack's
-    deploy-time certificate issuer is a container image, without a handler)."""
+    """Handler module -> function properties (of Cordum's zip functions: the AWS stack's
+    deploy-time certificate issuer is a container image, without a handler, CDK's
+    deploy-time provider that empties the VPC's default security group has the
+    handler ``__entrypoint__.handler`` and CDK's copy function that puts the kernel's
+    policy into its bucket ``index.handler``)."""
     found = {}
     for props in (r["Properties"] for r in _resources(tpl, "AWS::Lambda::Function").values()):
-        if "Handler" in props:
+        handler = props.get("Handler")
+        if handler and not handler.startswith("__entrypoint__.") and handler != "index.handler":
             found[props["Handler"].removesuffix(".handler")] = props
     return found
 
@@ -156,7 +167,7 @@ def test_every_python312_function_shares_the_one_layer(local: dict[str, Any]) ->
     for module, props in functions.items():
         assert props["Runtime"] == "python3.12", module
         assert props["Layers"] == [{"Ref": layer_id}], module
-        assert props["FunctionName"] == "cordum-" + module.replace("_", "-")
+        assert props["FunctionName"] == f"{STACK_NAME}-" + module.replace("_", "-")
     layer = _resources(tpl, "AWS::Lambda::LayerVersion")[layer_id]["Properties"]
     assert layer["CompatibleRuntimes"] == ["python3.12"]
 
@@ -454,13 +465,13 @@ def test_aws_stack_points_functions_at_the_primary_endpoint_over_tls(aws: dict[s
         assert env["SAFETY_KERNEL_ADDR"] == "10.0.0.11:50051"
 
 
-def test_aws_gateway_reads_api_keys_from_ssm(aws: dict[str, Any]) -> None:
+def test_aws_gateway_reads_api_keys_from_secrets_manager(aws: dict[str, Any]) -> None:
     stack = aws["stack"]
     gateway = _functions(aws["json"])["gateway"]["Environment"]["Variables"]
-    # Given no apiKeys context, then the gateway is told the parameter name
-    assert gateway["CORDUM_API_KEYS_SSM_PARAMETER"] == "/cordum/api-keys"
-    assert "CORDUM_API_KEYS" not in gateway
-    # And may read exactly that parameter
+    # Given no apiKeys context, then the gateway is told the secret's name, not SSM's
+    assert gateway["CORDUM_API_KEYS_SECRET_ID"] == "cordum/api-keys"
+    assert "CORDUM_API_KEYS" not in gateway and "CORDUM_API_KEYS_SSM_PARAMETER" not in gateway
+    # And may read that secret (details: tests/infra/test_deploy_functions.py)
     aws["template"].has_resource_properties(
         "AWS::IAM::Policy",
         {
@@ -470,16 +481,13 @@ def test_aws_gateway_reads_api_keys_from_ssm(aws: dict[str, Any]) -> None:
                     [
                         Match.object_like(
                             {
-                                "Action": "ssm:GetParameter",
+                                "Action": Match.array_with(["secretsmanager:GetSecretValue"]),
                                 "Resource": {
                                     "Fn::Join": [
                                         "",
                                         Match.array_with(
-                                            [
-                                                Match.string_like_regexp(
-                                                    ":parameter/cordum/api-keys$"
-                                                )
-                                            ]
+                                            [Match.string_like_regexp(
+                                                ":secret:cordum/api-keys-\\?{6}$")]
                                         ),
                                     ]
                                 },
@@ -542,7 +550,7 @@ def test_cdk_nag_aws_solutions_passes(inputs: dict[str, Path], tmp_path: Path, s
     extra = (
         {"redisUrl": LOCAL_REDIS, "natsUrl": NATS}
         if shape == "local"
-        else {"natsUrl": NATS, "safetyKernelAddr": "10.0.0.11:50051",
+        else {**AWS_NATS, "safetyKernelAddr": "10.0.0.11:50051",
               "safetyKernelCa": str(inputs["kernel_ca"])}
     )
     app, stack = _stack(inputs, tmp_path, _context(inputs, **extra))

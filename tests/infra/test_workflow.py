@@ -201,11 +201,11 @@ def test_workflow_and_tick_functions_are_sized_for_their_work(shape: dict[str, A
     workflow = functions["workflow"]
     assert workflow["Timeout"] == WORKFLOW.timeout.to_seconds() == 60
     assert workflow["MemorySize"] == WORKFLOW.memory_mb
-    assert workflow["FunctionName"] == "cordum-workflow"
+    assert workflow["FunctionName"] == f"{stack.stack_name}-workflow"
     # And the tick ends before the next minute's invocation
     tick = functions["workflow_tick"]
     assert tick["Timeout"] == WORKFLOW_TICK.timeout.to_seconds() == 55
-    assert tick["FunctionName"] == "cordum-workflow-tick"
+    assert tick["FunctionName"] == f"{stack.stack_name}-workflow-tick"
     # And a failed tick is not retried by Lambda (the next one comes within a minute)
     configs = [
         c["Properties"] for c in _resources(tpl, "AWS::Lambda::EventInvokeConfig").values()

@@ -43,7 +43,8 @@ from aws_cdk.assertions import Template  # noqa: E402
 from cordum_infra.settings import ContextError, StackSettings  # noqa: E402
 from cordum_infra.stack import STACK_NAME  # noqa: E402
 
-AWS_NATS = "nats://10.0.0.10:4222"
+AWS_NATS = "tls://10.0.0.10:4222"
+NATS_CREDS = "arn:aws:secretsmanager:us-east-1:123456789012:secret:cordum/nats-AbCdEf"
 KERNEL_CONTAINER = "safety-kernel"
 BRIDGE_CONTAINER = "bridge"
 
@@ -52,7 +53,8 @@ BRIDGE_CONTAINER = "bridge"
 def aws(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:  # noqa: F811
     """Given the AWS shape as `cdk deploy` makes it: no redisUrl, no safetyKernelAddr."""
     tmp = tmp_path_factory.mktemp("aws-production")
-    _, stack = _stack(inputs, tmp, _context(inputs, natsUrl=AWS_NATS))
+    context = _context(inputs, natsUrl=AWS_NATS, natsCredentialsSecretArn=NATS_CREDS)
+    _, stack = _stack(inputs, tmp, context)
     template = Template.from_stack(stack)
     return {"json": template.to_json(), "stack": stack}
 
@@ -107,7 +109,7 @@ def test_every_function_and_the_bridge_refuse_a_plaintext_kernel(aws: dict[str, 
 
 def test_an_outside_kernel_on_aws_needs_the_ca_to_verify_it(inputs: dict[str, Path]) -> None:  # noqa: F811
     # Given an AWS stack told to use a kernel it does not run, and no CA for it
-    app = cdk.App(context=_context(inputs, natsUrl=AWS_NATS,
+    app = cdk.App(context=_context(inputs, natsUrl=AWS_NATS, natsCredentialsSecretArn=NATS_CREDS,
                                    safetyKernelAddr="kernel.example.internal:50051"))
     # Then the settings are refused instead of leaving the clients in plaintext
     with pytest.raises(ContextError, match="safetyKernelCa"):
@@ -129,10 +131,11 @@ def test_aws_shape_refuses_api_keys_in_the_template(
 ) -> None:
     keys = json.dumps([{"key": "literal-key-0123456789", "tenant": "default"}])
     # When `cdk deploy` (no redisUrl) is given apiKeys
-    proc = _synth(inputs, tmp_path / "aws", natsUrl=AWS_NATS, apiKeys=keys)
+    proc = _synth(inputs, tmp_path / "aws", natsUrl=AWS_NATS, natsCredentialsSecretArn=NATS_CREDS,
+                  apiKeys=keys)
     # Then the synth stops with a reason that says where the keys belong
     assert proc.returncode == 1, "the AWS stack synthesized with literal API keys"
-    assert "apiKeys" in proc.stderr and "/cordum/api-keys" in proc.stderr
+    assert "apiKeys" in proc.stderr and "Secrets Manager secret cordum/api-keys" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "aws" / f"{STACK_NAME}.template.json").exists()
     # While the LocalStack shape (redisUrl) still takes them

@@ -113,3 +113,41 @@ def test_the_answer_is_put_to_the_presigned_https_url(monkeypatch: pytest.Monkey
 def test_secret_value_is_the_json_ecs_reads_by_field() -> None:
     issued = KernelCertificate(ca_pem="ca", cert_pem="c", key_pem="k", serial="1")
     assert json.loads(secret_value(issued)) == {"cert": "c", "key": "k"}
+
+
+def test_a_kept_authority_loads_back_and_signs_new_leaves() -> None:
+    authority = kernel_pki.new_authority()
+    loaded = kernel_pki.load_authority(secret_value(authority))
+    assert loaded == authority
+
+    first = kernel_pki.issue_leaf(loaded, ["kernel.internal"])
+    second = kernel_pki.issue_leaf(loaded, ["kernel.internal"])
+
+    # Then both leaves verify against the one CA clients hold, with their own keys
+    ca = x509.load_pem_x509_certificate(authority.cert_pem.encode())
+    for leaf in (first, second):
+        x509.load_pem_x509_certificate(leaf.cert_pem.encode()).verify_directly_issued_by(ca)
+        assert leaf.ca_pem == authority.cert_pem
+    assert first.key_pem != second.key_pem and first.serial != second.serial
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ("generated-placeholder", "no CA certificate"),
+    (json.dumps({"cert": issue("kernel.internal").cert_pem,
+                 "key": issue("kernel.internal").key_pem}), "no CA"),
+    (json.dumps({"cert": kernel_pki.new_authority().cert_pem,
+                 "key": kernel_pki.new_authority().key_pem}), "does not match"),
+])
+def test_a_secret_without_a_usable_ca_is_refused(value: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        kernel_pki.load_authority(value)
+
+
+def test_a_leaf_names_every_host_and_address_it_is_issued_for() -> None:
+    leaf = kernel_pki.issue_leaf(kernel_pki.new_authority(), [" *.Cordum.Internal ", "10.0.0.5"])
+    cert = x509.load_pem_x509_certificate(leaf.cert_pem.encode())
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == ["*.cordum.internal"]
+    assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.0.0.5")]
+    with pytest.raises(ValueError, match="DnsNames"):
+        kernel_pki.issue_leaf(kernel_pki.new_authority(), [" "])

@@ -38,7 +38,10 @@ BRIDGE_HEALTH_FILE = "/tmp/cordum-bridge.alive"
 the image's user may write /tmp."""
 BRIDGE_HEALTH_COMMAND = ["CMD", "python", "-m", "cordum.bus.health"]
 """Exits 1 once the file is older than cordum.bus.health's HEALTH_MAX_AGE_S (60 s:
-four missed 15 s probes), or before the first probe answered."""
+four missed 15 s probes). Before the first answered probe it passes for
+STARTUP_GRACE_S (600 s) from the bridge's start: a bridge waiting for a NATS that
+comes up with the stack (JetStream electing its leader) is not replaced, and a
+first deploy is not rolled back for it."""
 BRIDGE_HEALTH_CHECK_INTERVAL = Duration.seconds(30)
 """Half the file's 60 s bound, so a stale file is seen within 30 s of going
 stale. Each check starts a Python interpreter (about 0.2 s of CPU, on a quarter
@@ -51,9 +54,13 @@ BRIDGE_HEALTH_CHECK_RETRIES = 3
 bound, about two and a half minutes after the last answered probe. A NATS
 reconnect (retried every second) or a JetStream leader election is far shorter,
 so neither costs a task."""
-BRIDGE_HEALTH_CHECK_START = Duration.seconds(60)
-"""Failures in the first minute do not count: the first probe needs the NATS
-connect, the stream and the three consumers, and a slow start is no dead bridge."""
+BRIDGE_HEALTH_CHECK_START = Duration.seconds(120)
+"""Failures in the first two minutes do not count. The check passes once the bridge
+has noted its start (cordum.bus.health's start-up grace), seconds after the
+interpreter starts; 120 s covers that start on a quarter vCPU whose image is
+pulled while the stack's other tasks start too, and is twice a NATS node's own
+start period (cordum_infra.nats_cluster), so a bridge is never judged before the
+nodes it waits for."""
 
 
 class BridgeService(Construct):

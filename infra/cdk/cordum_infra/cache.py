@@ -17,18 +17,13 @@ from __future__ import annotations
 
 import string
 
-from aws_cdk import Acknowledgment, Fn, Validations
+from aws_cdk import Acknowledgment, CfnDeletionPolicy, Fn, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticache as elasticache
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-ENGINE = "redis"
-ENGINE_VERSION = "7.1"
-"""Redis OSS 7.x (functions, ``SET ... PXAT``, Lua scripts as Cordum uses them)."""
-
-PARAMETER_GROUP_FAMILY = "redis7"
-"""The family of ENGINE_VERSION; its defaults keep cluster mode disabled."""
+from cordum_infra.cache_config import CacheConfig
 
 MAXMEMORY_POLICY = "noeviction"
 """A full cache refuses writes instead of evicting keys: the default policy
@@ -36,8 +31,15 @@ MAXMEMORY_POLICY = "noeviction"
 idempotency claim; losing one silently would unlock a job or forget its state.
 The RedisMemory alarm (observability) warns well before writes are refused."""
 
-NODE_TYPE = "cache.t4g.small"
-"""Smallest Graviton node that keeps a replica affordable; resize per load."""
+IDLE_TIMEOUT_S = 300
+"""Redis closes a client connection idle this long (parameter ``timeout``; 0, the
+default, never does). A Lambda container frozen between invocations keeps its pool
+open for as long as Lambda keeps the container (often an hour or more): at a few
+hundred containers after a burst that is thousands of idle connections, each with
+its buffers in the cache's memory. Five minutes covers the gap between two requests
+of a steady stream; a connection closed under a client is retried on a new one
+(cordum.runtime.RedisRetryPolicy), and the long-running processes PING well within
+it (cordum.runtime.HEALTH_CHECK_INTERVAL_S)."""
 
 NODE_COUNT = 2
 """Primary + one replica (``NumCacheClusters``); failover needs at least 2."""
@@ -46,6 +48,13 @@ REDIS_PORT = 6379
 
 SNAPSHOT_RETENTION_DAYS = 3
 """Redis holds the job state: keep a few daily snapshots to restore from."""
+SNAPSHOT_WINDOW = "03:00-04:00"
+"""Daily, UTC, 60 minutes (ElastiCache's minimum). A snapshot forks the primary's
+memory (taken from the replica here, but still slower commands): the quiet hours
+of Europe and the Americas."""
+MAINTENANCE_WINDOW = "sun:05:00-sun:06:00"
+"""Weekly, UTC, one hour after the snapshot window ends: a patch that fails over the
+group never meets a snapshot in progress."""
 
 AUTH_TOKEN_LENGTH = 64
 """ElastiCache accepts 16 to 128 characters."""
@@ -81,8 +90,11 @@ class RedisCache(Construct):
         vpc: ec2.IVpc,
         subnets: ec2.SubnetSelection,
         security_group: ec2.ISecurityGroup,
+        config: CacheConfig | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        config = config or CacheConfig()
+        self.config = config
         self.security_group = security_group
         self.auth_secret = secretsmanager.Secret(
             self,
@@ -103,22 +115,24 @@ class RedisCache(Construct):
             self,
             "SubnetGroup",
             description="Cordum Redis private subnets",
-            subnet_ids=vpc.select_subnets(subnet_type=subnets.subnet_type).subnet_ids,
+            subnet_ids=vpc.select_subnets(
+                subnet_type=subnets.subnet_type, subnets=subnets.subnets
+            ).subnet_ids,
         )
         self.parameter_group = elasticache.CfnParameterGroup(
             self,
             "ParameterGroup",
-            cache_parameter_group_family=PARAMETER_GROUP_FAMILY,
-            description="Cordum job store: never evict a key",
-            properties={"maxmemory-policy": MAXMEMORY_POLICY},
+            cache_parameter_group_family=config.parameter_group_family,
+            description="Cordum job store: never evict a key, close idle clients",
+            properties={"maxmemory-policy": MAXMEMORY_POLICY, "timeout": str(IDLE_TIMEOUT_S)},
         )
         self.replication_group = elasticache.CfnReplicationGroup(
             self,
             "ReplicationGroup",
             replication_group_description="Cordum job store",
-            engine=ENGINE,
-            engine_version=ENGINE_VERSION,
-            cache_node_type=NODE_TYPE,
+            engine=config.engine,
+            engine_version=config.engine_version,
+            cache_node_type=config.node_type,
             cluster_mode="disabled",
             num_cache_clusters=NODE_COUNT,
             automatic_failover_enabled=True,
@@ -133,8 +147,18 @@ class RedisCache(Construct):
             cache_parameter_group_name=self.parameter_group.ref,
             security_group_ids=[security_group.security_group_id],
             snapshot_retention_limit=SNAPSHOT_RETENTION_DAYS,
+            snapshot_window=SNAPSHOT_WINDOW,
+            preferred_maintenance_window=MAINTENANCE_WINDOW,
             auto_minor_version_upgrade=True,
         )
+        # The job store is the only copy of every job, approval and DLQ entry: a stack
+        # delete, or a change that replaces the group (node type of another family,
+        # subnet group, engine), first takes a final snapshot, kept after the stack is
+        # gone. CloudFormation names that snapshot after the group: the API's
+        # FinalSnapshotIdentifier is no template property. docs/aws.md says how to
+        # restore from it.
+        self.replication_group.cfn_options.deletion_policy = CfnDeletionPolicy.SNAPSHOT
+        self.replication_group.cfn_options.update_replace_policy = CfnDeletionPolicy.SNAPSHOT
         self.url = Fn.join(
             "",
             [

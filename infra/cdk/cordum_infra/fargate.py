@@ -1,11 +1,12 @@
 """What every long-running Fargate service of the stack shares: image, task, logs, rollout.
 
 The bridge (cordum_infra.bridge) and the safety kernel (cordum_infra.safety_kernel)
-each run SERVICE_TASKS tasks in the private subnets of both zones. Their images
-are built from this repository at deploy time (build context the repo root as
-filtered by ``.dockerignore``); a synth only stages the files, it never calls
-Docker. A deploy starts the new tasks before the old ones stop (min 50 %, max
-200 %); a task told to stop gets SIGTERM and is killed only after STOP_TIMEOUT.
+each run at least SERVICE_TASKS tasks in the private subnets of both zones, more
+when Application Auto Scaling adds them (:func:`scale_on_cpu`). Their images are
+built from this repository at deploy time (build context the repo root as filtered
+by ``.dockerignore``); a synth only stages the files, it never calls Docker. A
+deploy starts all new tasks before any old one stops (min 100 %, max 200 %); a task
+told to stop gets SIGTERM and is killed only after STOP_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -43,10 +44,14 @@ REDIS_AUTH_TOKEN_ENV = "REDIS_AUTH_TOKEN"
 secret (cordum.config, cordum.safety.velocity)."""
 
 SERVICE_TASKS = 2
-"""Tasks per service: one per zone, so a zone (or a task) lost leaves one running."""
-MIN_HEALTHY_PERCENT = 50
+"""Fewest tasks per service: one per zone, so a zone (or a task) lost leaves one
+running. The floor of each service's scaling (:class:`Scaling`)."""
+MIN_HEALTHY_PERCENT = 100
 MAX_HEALTHY_PERCENT = 200
-"""A deploy may stop one of two tasks at a time and start up to two new ones."""
+"""A deploy never runs fewer tasks than the service had: it starts a full new set
+(up to twice the count) and stops an old task only once a new one is healthy. At 50 %
+a deploy under load would halve the capacity, and with two tasks leave one zone
+without a task for the length of the deploy."""
 
 STOP_TIMEOUT = Duration.seconds(30)
 """SIGTERM to SIGKILL. The bridge needs about 10 s of it (``STOP_TIMEOUT_S`` of
@@ -181,8 +186,8 @@ def replicated_service(
     security_group: ec2.ISecurityGroup,
     **extra: Any,
 ) -> ecs.FargateService:
-    """SERVICE_TASKS private tasks of `container`'s task definition, spread over the
-    zones, rolled back on a failed deploy.
+    """Private tasks of `container`'s task definition, spread over the zones, rolled
+    back on a failed deploy; give it a task count with :func:`scale_on_cpu`.
 
     ECS replaces a task whose essential container exits or fails its health
     check (and, behind a load balancer, one the load balancer finds unhealthy).
@@ -195,7 +200,8 @@ def replicated_service(
         "Service",
         cluster=shared.cluster,
         task_definition=container.task_definition,
-        desired_count=SERVICE_TASKS,
+        # No DesiredCount: CloudFormation would set it again on every update of the
+        # service, undoing whatever the service scaled to (its scaling sets the floor).
         min_healthy_percent=MIN_HEALTHY_PERCENT,
         max_healthy_percent=MAX_HEALTHY_PERCENT,
         vpc_subnets=shared.subnets,
@@ -205,3 +211,40 @@ def replicated_service(
         circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
         **extra,
     )
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Task count bounds of a service and the average CPU it is kept at."""
+
+    min_tasks: int
+    max_tasks: int
+    cpu_percent: int
+    scale_out_cooldown: Duration = Duration.seconds(60)
+    """A task starts and passes its checks in about a minute: adding more before the
+    last ones take load would overshoot."""
+    scale_in_cooldown: Duration = Duration.minutes(5)
+    """Slow to give tasks back: a burst that repeats within minutes finds them."""
+
+
+def scale_on_cpu(service: ecs.FargateService, scaling: Scaling) -> ecs.ScalableTaskCount:
+    """Target tracking on the service's average CPU between `scaling`'s bounds.
+
+    Registering the scalable target also raises a new service (created with one task,
+    see :func:`replicated_service`) to ``min_tasks``.
+    """
+    if not SERVICE_TASKS <= scaling.min_tasks <= scaling.max_tasks:
+        raise ValueError(
+            f"scaling {scaling}: needs {SERVICE_TASKS} <= min_tasks <= max_tasks "
+            "(one task per zone at least)"
+        )
+    count = service.auto_scale_task_count(
+        min_capacity=scaling.min_tasks, max_capacity=scaling.max_tasks
+    )
+    count.scale_on_cpu_utilization(
+        "Cpu",
+        target_utilization_percent=scaling.cpu_percent,
+        scale_out_cooldown=scaling.scale_out_cooldown,
+        scale_in_cooldown=scaling.scale_in_cooldown,
+    )
+    return count

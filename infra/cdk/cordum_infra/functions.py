@@ -4,21 +4,32 @@ Every function runs the same code asset (the thin handler modules plus
 ``config/``) on top of the one ``cordum`` layer; the handler is
 ``<module>.handler``. Each function writes to its own log group (created by
 the stack, so it has a retention and goes away with the stack) and is traced
-with X-Ray.
+with X-Ray. Functions and log groups are named after the stack
+(``<stack>-gateway``, ``/aws/lambda/<stack>-gateway``), so two stacks of
+different names live side by side in one account and region.
+
+Fan-out is bounded so that the functions' Redis connections stay within what the
+cache node takes: the queue pollers by their MaximumConcurrency
+(cordum_infra.queues), the gateway by reserved concurrency on AWS
+(``gatewayReservedConcurrency``, default DEFAULT_GATEWAY_RESERVED_CONCURRENCY;
+``none`` reserves nothing), the ticks by their schedule (one invocation a
+minute, each shorter than a minute).
 
 Context ``reservedConcurrency`` (optional) reserves concurrency per function,
 a JSON object keyed by module or function slug, e.g.
-``-c 'reservedConcurrency={"submit": 50, "gateway": 200}'``. Unnamed functions
-reserve none and share the account's unreserved pool.
+``-c 'reservedConcurrency={"submit": 50, "gateway": 200}'``; for the gateway it
+wins over ``gatewayReservedConcurrency``. Other functions reserve none and share
+the account's unreserved pool.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -34,8 +45,9 @@ LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 from a late complaint, short enough that idle logs cost little."""
 
 LOG_REMOVAL_POLICY = RemovalPolicy.DESTROY
-"""The log groups carry fixed names (``/aws/lambda/<function>``): one retained
-after ``cdk destroy`` would make the next deploy of the stack fail on the name."""
+"""The log groups carry their function's name (``/aws/lambda/<stack>-<function>``):
+one retained after ``cdk destroy`` would make the next deploy of the stack fail on
+the name."""
 
 TRACING = lambda_.Tracing.ACTIVE
 """X-Ray: Lambda samples invocations (1 a second, then 5 %) and records each
@@ -43,6 +55,38 @@ sampled invocation's init, run and AWS calls."""
 
 RESERVED_CONCURRENCY_CONTEXT = "reservedConcurrency"
 """Context key: JSON object, function (module or slug) -> reserved concurrency."""
+
+GATEWAY_RESERVED_CONTEXT = "gatewayReservedConcurrency"
+"""Context key: the gateway's reserved concurrency on AWS, a whole number or ``none``."""
+
+REDIS_CONNECTIONS_PER_INSTANCE = 10
+"""Redis connections one function instance holds at most in practice: a batch of
+10 records is handled concurrently, one connection each (the gateway serves one
+request at a time, with a few reads in parallel). The client pool's hard cap is
+20 (cordum.runtime.FUNCTION_MAX_CONNECTIONS)."""
+
+FUNCTION_CONNECTION_BUDGET = 2000
+"""Redis connections the stack's functions may hold together on the default node
+(cache.t4g.small: 2 vCPUs, 1.37 GiB). ElastiCache takes 65,000 clients, but each
+TLS connection costs the single command thread a handshake (about 1 to 2 ms of
+CPU) and some 50 KB of buffers: a cold-start storm of 2,000 is seconds of CPU and
+about 100 MB, while the 10,000 to 20,000 of 1,000 unbounded instances would stall
+the node. The bridge, the kernel and the workers come on top (their pools are
+bounded by cordum.runtime.SERVICE_MAX_CONNECTIONS). A larger node may take more:
+raise queueConcurrency and gatewayReservedConcurrency with cacheNodeType."""
+
+DEFAULT_GATEWAY_RESERVED_CONCURRENCY = 100
+"""The gateway's instances on AWS. One instance serves one request at a time;
+at the stage's default 500 requests a second, 100 instances serve requests that
+take up to 200 ms on average (a request takes about 20 to 50 ms when Redis and
+the kernel answer promptly). Reserved concurrency is also a guarantee: other
+functions of the account cannot starve the API. It needs 100 + 100 of the
+account's quota (Lambda keeps 100 unreserved): an account whose quota is still
+the new-account 10 must ask for more, or deploy with
+``gatewayReservedConcurrency=none``."""
+
+MAX_NAME_LENGTH = 64
+"""Lambda's limit on a function name."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +109,14 @@ class FunctionSpec:
         return self.module.replace("_", "-")
 
     @property
-    def function_name(self) -> str:
+    def service_name(self) -> str:
+        """POWERTOOLS_SERVICE_NAME: ``cordum-<slug>`` in every stack, so logs and
+        metrics keep one name per function whatever the stack is called."""
         return f"cordum-{self.slug}"
+
+    def function_name(self, stack_name: str) -> str:
+        """``<stack>-<slug>``: unique per stack, readable in the console and logs."""
+        return f"{stack_name}-{self.slug}"
 
     @property
     def construct_id(self) -> str:
@@ -151,7 +201,53 @@ ALL_FUNCTIONS = (
     WORKFLOW_TICK,
 )
 
+TICK_FUNCTIONS = (RECONCILER_TICK, REPLAYER_TICK, WORKFLOW_TICK)
+"""Run once a minute by EventBridge, each shorter than a minute: one instance each."""
+
 ARCHITECTURES = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
+
+STACK_NAME_CONTEXT = "stackName"
+"""Context key: the CloudFormation stack's name (default CordumServerless)."""
+MAX_STACK_NAME_LENGTH = MAX_NAME_LENGTH - 1 - max(len(spec.slug) for spec in ALL_FUNCTIONS)
+"""48: the longest stack name whose function names (``<stack>-reconciler-tick``)
+stay within Lambda's 64 characters."""
+_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+
+
+def stack_name_from_context(value: object, default: str) -> str:
+    """The ``stackName`` context value (CloudFormation's rules, short enough that every
+    function name derived from it fits), else `default`."""
+    if value is None or str(value).strip() == "":
+        return default
+    name = str(value).strip()
+    if not _STACK_NAME.match(name):
+        raise ContextError(
+            f"context {STACK_NAME_CONTEXT} must start with a letter and hold only letters, "
+            f"digits and hyphens (CloudFormation's rule): {name!r}"
+        )
+    if len(name) > MAX_STACK_NAME_LENGTH:
+        raise ContextError(
+            f"context {STACK_NAME_CONTEXT}: at most {MAX_STACK_NAME_LENGTH} characters, so "
+            f"that every function name (<stack>-reconciler-tick) fits Lambda's "
+            f"{MAX_NAME_LENGTH}: {name!r} has {len(name)}"
+        )
+    return name
+
+
+def gateway_reservation(value: object) -> int | None:
+    """The ``gatewayReservedConcurrency`` context value: None (the default), ``none``
+    (no reservation) or a whole number >= 1."""
+    if value is None or str(value).strip() == "":
+        return DEFAULT_GATEWAY_RESERVED_CONCURRENCY
+    text = str(value).strip().lower()
+    if text == "none":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ContextError(
+            f"context {GATEWAY_RESERVED_CONTEXT} must be a whole number >= 1, or none to "
+            f"reserve nothing (default {DEFAULT_GATEWAY_RESERVED_CONCURRENCY}): {value}"
+        )
+    return int(text)
 
 
 def parse_reserved_concurrency(value: object) -> dict[str, int]:
@@ -218,13 +314,22 @@ class CordumFunctions(Construct):
         environment: dict[str, str],
         placement: VpcPlacement | None,
         reserved_concurrency: Mapping[str, int] | None = None,
+        reserve_gateway: bool = False,
     ) -> None:
-        """`reserved_concurrency` (module -> count) wins over the context key."""
+        """`reserved_concurrency` (module -> count) wins over the context key.
+        `reserve_gateway`: reserve the gateway's concurrency (gatewayReservedConcurrency)
+        unless reservedConcurrency names the gateway."""
         super().__init__(scope, construct_id)
         if reserved_concurrency is None:
             reserved_concurrency = parse_reserved_concurrency(
                 self.node.try_get_context(RESERVED_CONCURRENCY_CONTEXT)
             )
+        reserved = dict(reserved_concurrency)
+        if reserve_gateway and GATEWAY.module not in reserved:
+            count = gateway_reservation(self.node.try_get_context(GATEWAY_RESERVED_CONTEXT))
+            if count is not None:
+                reserved[GATEWAY.module] = count
+        stack_name = Stack.of(self).stack_name
         arch = ARCHITECTURES[architecture]
         self.layer = lambda_.LayerVersion(
             self,
@@ -242,14 +347,14 @@ class CordumFunctions(Construct):
             log_group = logs.LogGroup(
                 self,
                 f"{spec.construct_id}Logs",
-                log_group_name=f"/aws/lambda/{spec.function_name}",
+                log_group_name=f"/aws/lambda/{spec.function_name(stack_name)}",
                 retention=LOG_RETENTION,
                 removal_policy=LOG_REMOVAL_POLICY,
             )
             fn = lambda_.Function(
                 self,
                 spec.construct_id,
-                function_name=spec.function_name,
+                function_name=spec.function_name(stack_name),
                 description=spec.description,
                 runtime=RUNTIME,
                 architecture=arch,
@@ -259,10 +364,10 @@ class CordumFunctions(Construct):
                 memory_size=spec.memory_mb,
                 timeout=spec.timeout,
                 retry_attempts=spec.async_retries,
-                environment={**environment, "POWERTOOLS_SERVICE_NAME": spec.function_name},
+                environment={**environment, "POWERTOOLS_SERVICE_NAME": spec.service_name},
                 log_group=log_group,
                 tracing=TRACING,
-                reserved_concurrent_executions=reserved_concurrency.get(spec.module),
+                reserved_concurrent_executions=reserved.get(spec.module),
                 vpc=placement.vpc if placement else None,
                 vpc_subnets=placement.subnets if placement else None,
                 security_groups=[placement.security_group] if placement else None,

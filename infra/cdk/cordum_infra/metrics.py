@@ -47,6 +47,11 @@ BRIDGE_BACKLOG = "bridge_backlog"
 BRIDGE_FORWARDED = "bridge_forwarded"
 """Job messages the queues accepted since the task's previous report."""
 
+# Written by CloudWatch Logs, not by Cordum: a metric filter on the REST API
+# stage's access log (cordum_infra.capacity_alarms), no dimension.
+API_THROTTLED = "api_throttled"
+"""Requests answered 429: the stage's throttle or the gateway's per-key limit."""
+
 
 def total(namespace: str, metric: str, *, period: Duration,
           group_by: str | None = None) -> cloudwatch.MathExpression:
@@ -86,33 +91,46 @@ def bridge_metric(namespace: str, metric: str, statistic: str, *,
     )
 
 
+def redis_nodes(
+    group: elasticache.CfnReplicationGroup,
+    metric: str,
+    *,
+    period: Duration,
+    label: str,
+    worst: str = "MAX",
+    statistic: str = cloudwatch.Stats.MAXIMUM,
+) -> cloudwatch.MathExpression:
+    """`metric` of the worst node of `group` (`worst`: ``MAX`` or ``MIN`` over the
+    nodes): the primary moves on failover, so every member (``<group id>-001``,
+    ``-002``, ...) is watched. A metric only replicas report (ReplicationLag) reads
+    the replicas, whichever they are."""
+    count = group.num_cache_clusters
+    nodes = count if isinstance(count, int) and count > 0 else 2
+    using = {
+        f"n{i}": cloudwatch.Metric(
+            namespace="AWS/ElastiCache",
+            metric_name=metric,
+            dimensions_map={"CacheClusterId": Fn.join("", [group.ref, f"-{i:03d}"])},
+            statistic=statistic,
+            period=period,
+        )
+        for i in range(1, nodes + 1)
+    }
+    return cloudwatch.MathExpression(
+        expression=f"{worst}([{', '.join(using)}])",
+        using_metrics=using,
+        label=label,
+        period=period,
+    )
+
+
 def redis_worst_node(
     group: elasticache.CfnReplicationGroup, *, period: Duration
 ) -> tuple[cloudwatch.MathExpression, cloudwatch.MathExpression]:
-    """Memory and engine CPU of the worst node: the primary moves on failover, so
-    every member (``<group id>-001``, ``-002``, ...) is watched."""
-    count = group.num_cache_clusters
-    nodes = count if isinstance(count, int) and count > 0 else 2
-
-    def worst(metric: str, label: str) -> cloudwatch.MathExpression:
-        using = {
-            f"n{i}": cloudwatch.Metric(
-                namespace="AWS/ElastiCache",
-                metric_name=metric,
-                dimensions_map={"CacheClusterId": Fn.join("", [group.ref, f"-{i:03d}"])},
-                statistic=cloudwatch.Stats.MAXIMUM,
-                period=period,
-            )
-            for i in range(1, nodes + 1)
-        }
-        return cloudwatch.MathExpression(
-            expression=f"MAX([{', '.join(using)}])",
-            using_metrics=using,
-            label=label,
-            period=period,
-        )
-
+    """Memory and engine CPU of the fullest and of the busiest node."""
     return (
-        worst("DatabaseMemoryUsagePercentage", "Redis memory %"),
-        worst("EngineCPUUtilization", "Redis engine CPU %"),
+        redis_nodes(group, "DatabaseMemoryUsagePercentage", period=period,
+                    label="Redis memory %"),
+        redis_nodes(group, "EngineCPUUtilization", period=period,
+                    label="Redis engine CPU %"),
     )

@@ -9,28 +9,43 @@ from aws_cdk import Acknowledgment, CfnElement, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from cordum_infra.functions import RESULT, SAGA_ROLLBACK
+from cordum_infra.kernel_tls import KernelTls
 
 if TYPE_CHECKING:
     from aws_cdk import App
+    from constructs import IConstruct
 
     from cordum_infra.stack import CordumServerlessStack
 
-STACK_WIDE = {
-    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-    "AWSLambdaBasicExecutionRole]": (
+STACK_WIDE: dict[str, str] = {}
+"""Findings acknowledged for the whole stack: none. Each acknowledgement below
+names the resources it concerns, so a resource added later is checked in full."""
+
+MANAGED_POLICY = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{}"
+LAMBDA_BASIC = "AwsSolutions-IAM4[" + MANAGED_POLICY.format("AWSLambdaBasicExecutionRole") + "]"
+LAMBDA_VPC = "AwsSolutions-IAM4[" + MANAGED_POLICY.format("AWSLambdaVPCAccessExecutionRole") + "]"
+
+FUNCTION_ROLE_REASONS = {
+    LAMBDA_BASIC: (
         "AWSLambdaBasicExecutionRole lets a function write its own logs: the "
         "AWS-maintained minimum for a Lambda function."
     ),
-    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-    "AWSLambdaVPCAccessExecutionRole]": (
+    LAMBDA_VPC: (
         "AWSLambdaVPCAccessExecutionRole lets a function in the VPC manage its "
         "network interfaces: the AWS-maintained minimum for that."
     ),
-    "AwsSolutions-L1": (
-        "python3.12 on purpose: the layer's native wheels and bytecode are built for "
-        "CPython 3.12 (layers/build.py) and the local runner uses the same version. "
-        "Move runtime, layer build and runner together."
-    ),
+}
+"""On the execution roles of the stack's functions (and of the kernel's certificate
+issuer, basic execution only)."""
+
+RUNTIME_REASON = (
+    "python3.12 on purpose: the layer's native wheels and bytecode are built for "
+    "CPython 3.12 (layers/build.py) and the local runner uses the same version. "
+    "Move runtime, layer build and runner together."
+)
+"""AwsSolutions-L1, on the stack's functions."""
+
+API_REASONS = {
     "AwsSolutions-APIG2": (
         "The API is a proxy to the gateway function, which validates every body and "
         "query with pydantic models and answers Cordum's error format; API Gateway "
@@ -51,11 +66,14 @@ STACK_WIDE = {
         "No WAF web ACL by default: every request is authenticated by API key in the "
         "gateway; attach an ACL per deployment where internet exposure calls for it."
     ),
-    "AwsSolutions-AEC5": (
-        "Default port 6379: access is limited by security group, TLS and the AUTH "
-        "token; a different port would add no protection."
-    ),
 }
+"""On the REST API, its methods and its stage."""
+
+CACHE_PORT_REASON = (
+    "Default port 6379: access is limited by security group, TLS and the AUTH "
+    "token; a different port would add no protection."
+)
+"""AwsSolutions-AEC5, on the replication group."""
 
 
 XRAY_REASON = (
@@ -69,6 +87,10 @@ def add_checks(app: App, stack: CordumServerlessStack) -> None:
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     for rule, reason in STACK_WIDE.items():
         Validations.of(stack).acknowledge(Acknowledgment(id=rule, reason=reason))
+    _acknowledge_functions(stack)
+    _acknowledge_api(stack)
+    if stack.cache is not None:
+        _acknowledge(stack.cache.replication_group, "AwsSolutions-AEC5", CACHE_PORT_REASON)
 
     # The result function may invoke saga-rollback: CDK grants that on the
     # function ARN and on `<arn>:*` (its versions and aliases), which the pack
@@ -125,3 +147,35 @@ def add_checks(app: App, stack: CordumServerlessStack) -> None:
                 ),
             )
         )
+
+
+def _acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
+    Validations.of(scope).acknowledge(Acknowledgment(id=rule, reason=reason))
+
+
+def _acknowledge_functions(stack: CordumServerlessStack) -> None:
+    """The runtime and the managed execution policies of the stack's functions, and
+    basic execution for the deploy-time certificate issuers (container images: no
+    runtime to judge)."""
+    for fn in stack.functions.by_module.values():
+        _acknowledge(fn, "AwsSolutions-L1", RUNTIME_REASON)
+        assert fn.role is not None
+        for rule, reason in FUNCTION_ROLE_REASONS.items():
+            _acknowledge(fn.role, rule, reason)
+    # Every deploy-time certificate issuer (the kernel's, and NATS' when the stack
+    # runs NATS): each is a KernelTls.
+    for issuer in (c for c in stack.node.find_all() if isinstance(c, KernelTls)):
+        if issuer.issuer.role is not None:
+            _acknowledge(issuer.issuer.role, LAMBDA_BASIC, FUNCTION_ROLE_REASONS[LAMBDA_BASIC])
+
+
+def _acknowledge_api(stack: CordumServerlessStack) -> None:
+    """On the REST API (APIG2), its proxy methods (APIG4, COG4) and its stage
+    (APIG3, APIG6): the rules apply to nothing else."""
+    api = stack.api.rest_api
+    _acknowledge(api, "AwsSolutions-APIG2", API_REASONS["AwsSolutions-APIG2"])
+    for method in api.methods:
+        for rule in ("AwsSolutions-APIG4", "AwsSolutions-COG4"):
+            _acknowledge(method, rule, API_REASONS[rule])
+    for rule in ("AwsSolutions-APIG3", "AwsSolutions-APIG6"):
+        _acknowledge(api.deployment_stage, rule, API_REASONS[rule])

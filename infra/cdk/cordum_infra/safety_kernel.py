@@ -1,21 +1,29 @@
 """The safety kernel on ECS Fargate: ``cordum-safety-kernel`` tasks behind an internal NLB.
 
 Only the AWS stack runs it, and only when it is not given an outside kernel (a
-local stack starts the kernel as a host process). SERVICE_TASKS tasks
-(cordum_infra.fargate) sit behind an internal Network Load Balancer on
+local stack starts the kernel as a host process). Two to six tasks
+(KERNEL_SCALING, cordum_infra.fargate) sit behind an internal Network Load Balancer on
 KERNEL_PORT, health checked over TCP on that port. The load balancer's DNS name
 is stable, so the functions get ``<nlb dns>:<port>`` as SAFETY_KERNEL_ADDR; its
 security group (the network's kernel group) admits the functions and the
 bridge, and the tasks admit only the load balancer.
 
 The kernel serves TLS itself (the load balancer passes TCP through) with a
-certificate for that name issued at deploy time (cordum_infra.kernel_tls);
-every client requires TLS and trusts only that certificate's CA
-(:func:`tls_client_env`). Velocity windows are counted in the stack's Redis
-(TLS, AUTH token), shared by all tasks.
+certificate for that name issued at deploy time by the stack's CA
+(cordum_infra.kernel_tls); every client requires TLS and trusts only that CA
+(:func:`tls_client_env`), which a certificate rotation keeps. Its policy is the
+stack's S3 object, read at task start (cordum_infra.kernel_policy). Velocity
+windows are counted in the stack's Redis (TLS, AUTH token), shared by all tasks.
+
+Scaling: target tracking on CPU only (KERNEL_SCALING). A Network Load Balancer has no
+per-target request count (ALBRequestCountPerTarget is an Application Load Balancer
+metric), and its flow counts follow the clients' long-lived gRPC connections, not
+the checks they carry.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from aws_cdk import Acknowledgment, Duration, Validations
 from aws_cdk import aws_ec2 as ec2
@@ -25,13 +33,15 @@ from constructs import Construct
 
 from cordum_infra.cache import REDIS_PORT
 from cordum_infra.fargate import (
+    Scaling,
     SharedServiceSettings,
-    lambda_image,
     replicated_service,
+    scale_on_cpu,
     service_container,
 )
+from cordum_infra.kernel_policy import KernelPolicy
 from cordum_infra.kernel_tls import CERT_FIELD, KEY_FIELD, KernelTls
-from cordum_infra.network import HTTPS_PORT, KERNEL_PORT
+from cordum_infra.network import KERNEL_PORT
 
 KERNEL_DOCKERFILE = "docker/safety-kernel.Dockerfile"
 KERNEL_PKI_DOCKERFILE = "docker/kernel-pki.Dockerfile"
@@ -74,10 +84,21 @@ KERNEL_HEALTH_CHECK_GRACE = Duration.seconds(30)
 """ECS ignores the load balancer's verdict on a new task this long: the container
 starts (policy loaded, port bound, a few seconds) and needs two good checks, 10 s
 apart, before it counts as healthy."""
-KERNEL_DEREGISTRATION_DELAY = Duration.seconds(20)
-"""A kernel task leaving gets no new connections at once and has its open ones
-closed after this (clients rebuild their channel on UNAVAILABLE); ECS sends
-SIGTERM only after it."""
+KERNEL_DEREGISTRATION_DELAY = Duration.seconds(120)
+"""A kernel task leaving gets no new connections at once; its open ones are cut after
+this, and ECS sends SIGTERM only then. The kernel closes each connection itself
+after at most 101 s (cordum.safety.kernel: a 60 s maximum age, plus up to 10 %
+jitter, plus a 35 s grace for the calls on it, itself longer than the longest
+deadline a client gives a check, the output content check's 30 s). 120 s lets
+every connection of a draining task end that way, with no check cut mid-call. It
+lengthens a deploy by 2 minutes, in which the new tasks already serve."""
+
+KERNEL_SCALING = Scaling(min_tasks=2, max_tasks=6, cpu_percent=50)
+"""Two tasks, one per zone, at least. Kept at 50 % CPU: should one zone's tasks go,
+the others carry its load without saturating before new tasks start (about a
+minute), and a check's 0.5 s (output meta) to 2 s deadline leaves no room for
+queueing on a busy CPU. Six tasks of 0.5 vCPU bound the cost at about $108 a
+month, three times the floor; raise max_tasks for a larger fleet."""
 
 # The container's own health check: a TCP connect to KERNEL_PORT from inside the task,
 # the same probe as the image's HEALTHCHECK (the kernel serves no gRPC health service).
@@ -120,7 +141,11 @@ class SafetyKernelService(Construct):
         vpc: ec2.IVpc,
         security_group: ec2.ISecurityGroup,
         cache_security_group: ec2.ISecurityGroup,
+        tls: KernelTls,
+        policy_file: Path,
     ) -> None:
+        """`tls`: the stack's CA, which issues the kernel's certificate; `policy_file`:
+        the safety.yaml the stack puts in its policy bucket."""
         super().__init__(scope, construct_id)
         self.container = service_container(
             self,
@@ -143,6 +168,10 @@ class SafetyKernelService(Construct):
             ),
         )
         self.task_definition = self.container.task_definition
+        self.policy = KernelPolicy(self, "Policy", policy_file=policy_file)
+        for name, value in self.policy.environment().items():
+            self.container.add_environment(name, value)
+        self.policy.grant_read(self.task_definition.task_role)
 
         # The load balancer carries the network's kernel group, which admits the
         # functions and the bridge: that is where clients connect. The tasks admit
@@ -154,9 +183,8 @@ class SafetyKernelService(Construct):
             description=f"Cordum safety kernel tasks: {KERNEL_PORT} from the kernel load balancer",
             allow_all_outbound=False,
         )
-        self.task_security_group.add_egress_rule(
-            ec2.Peer.any_ipv4(), ec2.Port.tcp(HTTPS_PORT), "AWS APIs (ECR, S3, CloudWatch Logs)"
-        )
+        # AWS APIs (ECR, the policy object in S3, CloudWatch Logs, Secrets Manager):
+        # the stack opens them the way its egress mode allows (Network.allow_aws_apis).
         # Ingress on the tasks' group and, since the kernel group's egress is
         # closed, the matching egress rule on it.
         self.task_security_group.connections.allow_from(
@@ -227,21 +255,14 @@ class SafetyKernelService(Construct):
 
         # The certificate is for the name clients dial; the load balancer only passes
         # TCP through, so a client verifies the kernel task itself.
-        self.tls = KernelTls(
-            self,
-            "Tls",
-            host=self.load_balancer.load_balancer_dns_name,
-            issuer_code=lambda_image(KERNEL_PKI_DOCKERFILE, shared.architecture),
-            architecture=shared.architecture,
-        )
-        self.container.add_secret(
-            TLS_CERT_ENV, ecs.Secret.from_secrets_manager(self.tls.secret, CERT_FIELD)
-        )
-        self.container.add_secret(
-            TLS_KEY_ENV, ecs.Secret.from_secrets_manager(self.tls.secret, KEY_FIELD)
-        )
-        self.container.add_environment(TLS_SERIAL_ENV, self.tls.serial)
-        # No task starts before the secret holds the certificate.
-        self.service.node.add_dependency(self.tls.resource)
-        self.ca_pem = self.tls.ca_pem
+        self.certificate = tls.leaf("Kernel", [self.load_balancer.load_balancer_dns_name])
+        secret = self.certificate.secret
+        self.container.add_secret(TLS_CERT_ENV, ecs.Secret.from_secrets_manager(secret, CERT_FIELD))
+        self.container.add_secret(TLS_KEY_ENV, ecs.Secret.from_secrets_manager(secret, KEY_FIELD))
+        self.container.add_environment(TLS_SERIAL_ENV, self.certificate.serial)
+        # No task starts before the secret holds the certificate and the bucket its policy.
+        self.service.node.add_dependency(self.certificate.resource)
+        self.service.node.add_dependency(self.policy.deployment)
+        self.ca_pem = self.certificate.ca_pem
         """PEM of the CA clients trust (SAFETY_KERNEL_TLS_CA)."""
+        self.scaling = scale_on_cpu(self.service, KERNEL_SCALING)

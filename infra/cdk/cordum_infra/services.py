@@ -3,10 +3,13 @@
 Only the AWS stack runs them (a local stack starts both as host processes).
 What the two services share (images, task definition, logs, rollout) is in
 cordum_infra.fargate; each service is its own construct (cordum_infra.bridge,
-cordum_infra.safety_kernel).
+cordum_infra.safety_kernel). The stack's TLS CA (:attr:`CordumServices.tls`) is
+made here, on first use, for the kernel and any other server of the stack.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
@@ -15,9 +18,16 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from cordum_infra.bridge import BridgeService
-from cordum_infra.fargate import SharedServiceSettings
-from cordum_infra.safety_kernel import SafetyKernelService
+from cordum_infra.fargate import Scaling, SharedServiceSettings, lambda_image, scale_on_cpu
+from cordum_infra.kernel_tls import KernelTls
+from cordum_infra.safety_kernel import KERNEL_PKI_DOCKERFILE, SafetyKernelService
 from cordum_infra.settings import ContextError
+
+BRIDGE_SCALING = Scaling(min_tasks=2, max_tasks=4, cpu_percent=60)
+"""Two tasks, one per zone, at least. A forward waits mostly on SQS (BENCHMARKS.md:
+about 34 ms of a 36 ms forward is the SendMessageBatch call), so CPU rises late;
+60 % leaves room for the JetStream pulls and the SQS calls of a burst. Four tasks of
+0.25 vCPU bound the cost at about $36 a month, twice the floor."""
 
 
 class CordumServices(Construct):
@@ -42,9 +52,13 @@ class CordumServices(Construct):
         run_kernel: bool,
         cache_security_group: ec2.ISecurityGroup,
         safety_kernel_ca: str | None = None,
+        policy_file: Path | None = None,
     ) -> None:
-        """`safety_kernel_ca`: PEM of an outside kernel's CA (required without `run_kernel`)."""
+        """`safety_kernel_ca`: PEM of an outside kernel's CA (required without
+        `run_kernel`); `policy_file`: the kernel's safety.yaml (required with it)."""
         super().__init__(scope, construct_id)
+        self._architecture = architecture
+        self._tls: KernelTls | None = None
         self.cluster = ecs.Cluster(
             self,
             "Cluster",
@@ -61,6 +75,11 @@ class CordumServices(Construct):
         )
         self.kernel: SafetyKernelService | None = None
         if run_kernel:
+            if policy_file is None:
+                raise ContextError(
+                    "the stack's safety kernel needs its policy file (context configDir "
+                    "names the folder holding safety.yaml)"
+                )
             self.kernel = SafetyKernelService(
                 self,
                 "SafetyKernel",
@@ -68,6 +87,8 @@ class CordumServices(Construct):
                 vpc=vpc,
                 security_group=kernel_security_group,
                 cache_security_group=cache_security_group,
+                tls=self.tls,
+                policy_file=policy_file,
             )
             safety_kernel_ca = self.kernel.ca_pem
         if safety_kernel_ca is None:
@@ -84,3 +105,17 @@ class CordumServices(Construct):
             result_queue=result_queue,
             safety_kernel_ca=safety_kernel_ca,
         )
+        self.bridge_scaling = scale_on_cpu(self.bridge.service, BRIDGE_SCALING)
+
+    @property
+    def tls(self) -> KernelTls:
+        """The stack's TLS CA and its issuer, made on first use: ``tls.leaf(id, names)``
+        gives a server a certificate every client of the stack's CA trusts."""
+        if self._tls is None:
+            self._tls = KernelTls(
+                self,
+                "Tls",
+                issuer_code=lambda_image(KERNEL_PKI_DOCKERFILE, self._architecture),
+                architecture=self._architecture,
+            )
+        return self._tls

@@ -4,15 +4,21 @@ Context keys (``-c key=value`` or ``cdk.json``):
 
 =================== ==========================================================
 natsUrl             NATS server(s) the functions and the bridge connect to;
-                    required unless devNats=true
+                    required unless natsCluster or devNats is true. On AWS
+                    (no redisUrl) ``tls://`` only, with
+                    natsCredentialsSecretArn; a local stack may use nats://
 natsCredentialsSecretArn
                     complete ARN of a Secrets Manager secret holding the
-                    ``.creds`` of an existing NATS cluster (no redisUrl only):
+                    credentials of an existing NATS cluster (``.creds`` text,
+                    or JSON ``{"username", "password"}``; no redisUrl only):
                     the functions and the bridge get NATS_CREDS_SECRET_ARN and
                     may read it
-devNats             ``true`` (no redisUrl only): the stack runs a single-node
-                    NATS JetStream on Fargate (EFS store) for development
-                    accounts and natsUrl becomes its Cloud Map name
+natsCluster         ``true`` (no redisUrl only): the stack runs a three-node
+                    NATS JetStream cluster on Fargate (cordum_infra.nats_cluster:
+                    TLS, a generated password, EFS stores kept on delete) and
+                    natsUrl becomes its three Cloud Map names
+devNats             ``true`` (no redisUrl only): the same server as one node,
+                    its store deleted with the stack, for development accounts
 redisUrl            given: use that Redis, create no cache and no VPC (local
                     stacks; LocalStack has no ElastiCache). Absent: the stack
                     creates a VPC and an ElastiCache replication group
@@ -27,20 +33,36 @@ safetyKernelCa      PEM file of the CA that signed the kernel's certificate
                     with safetyKernelAddr on AWS, where every client refuses
                     plaintext; optional on a local stack (its clients then
                     speak TLS to the kernel)
+kernelTlsGeneration change it to issue the stack's kernel a new certificate
+                    from the stack's CA, which stays (cordum_infra.kernel_tls);
+                    default 1
+natsTlsGeneration   the same for the certificate of the stack's own NATS nodes
 layerPath           built layer folder (holding ``python/``); default
                     ``<repo>/layers/build/cordum-layer``
 configDir           folder shipped as ``config/`` with the function code;
-                    default ``<repo>/config``
+                    default ``<repo>/config``. On AWS its ``safety.yaml`` is
+                    also the kernel's policy, copied into the stack's policy
+                    bucket (cordum_infra.kernel_policy)
 functionsDir        handler modules; default ``<repo>/functions``
 logLevel            POWERTOOLS_LOG_LEVEL; default INFO
 apiKeys             CORDUM_API_KEYS for the gateway, written into the template:
                     local stacks (redisUrl) only, refused on AWS, where the
-                    gateway reads SSM parameter /cordum/api-keys
+                    gateway reads the Secrets Manager secret apiKeysSecret
+apiKeysSecret       name or complete ARN of that secret (the operator creates
+                    it); default cordum/api-keys (cordum_infra.api)
 architecture        x86_64 (default) or arm64; must match the layer build
 egress              how the VPC's private subnets reach AWS APIs (no redisUrl
                     only): ``endpoints`` (default; isolated subnets and VPC
                     endpoints, NATS must be reachable inside the VPC) or
                     ``nat`` (one NAT gateway; an outside NATS is reachable)
+cacheEngine         ``redis`` (default, Redis OSS 7.1) or ``valkey`` (Valkey 8.0) for
+                    the stack's ElastiCache (no redisUrl only)
+cacheNodeType       its node type; default cache.t4g.small (docs/deploy-sizing.md)
+jobRetentionSeconds how long a terminal job stays in Redis (CORDUM_JOB_RETENTION_S
+                    of the functions); default 259200 (3 days)
+account, region, vpcId, subnetIds, vpcCidr, availabilityZones
+                    where the AWS stack's network goes (no redisUrl only):
+                    cordum_infra/network_settings.py describes them
 nag                 ``false`` skips the cdk-nag checks (read by app.py)
 =================== ==========================================================
 """
@@ -51,6 +73,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from cordum_infra.cache_config import CacheConfig, cache_config
+from cordum_infra.network_settings import NetworkSettings, read_network_settings
 
 if TYPE_CHECKING:
     from constructs import Node
@@ -64,9 +89,10 @@ DEFAULT_CODE_STAGING_DIR = REPO_ROOT / "infra" / "cdk" / "build" / "function-cod
 LOCAL_SAFETY_KERNEL_ADDR = "127.0.0.1:50051"
 """Safety kernel address assumed for a local stack (one given a redisUrl)."""
 
-API_KEYS_PARAMETER = "/cordum/api-keys"
-"""SSM parameter (SecureString) holding CORDUM_API_KEYS on AWS. Created by the
-operator, not by the stack, so the keys never pass through a template."""
+API_KEYS_SECRET = "cordum/api-keys"
+"""Default name of the Secrets Manager secret holding CORDUM_API_KEYS on AWS
+(context apiKeysSecret names another). Created by the operator, not by the stack,
+so the keys never pass through a template."""
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 ARCHITECTURES = ("x86_64", "arm64")
@@ -74,12 +100,31 @@ EGRESS_ENDPOINTS = "endpoints"
 EGRESS_NAT = "nat"
 EGRESS_MODES = (EGRESS_ENDPOINTS, EGRESS_NAT)
 
-DEV_NATS_SERVICE = "nats"
-DEV_NATS_NAMESPACE = "cordum.internal"
-DEV_NATS_PORT = 4222
-DEV_NATS_URL = f"nats://{DEV_NATS_SERVICE}.{DEV_NATS_NAMESPACE}:{DEV_NATS_PORT}"
-"""natsUrl of a stack with devNats=true: the Cloud Map name of its NATS service
-(cordum_infra.nats registers it)."""
+NATS_NAMESPACE = "cordum.internal"
+"""Cloud Map private DNS namespace of the stack's own NATS nodes."""
+NATS_PORT = 4222
+NATS_CLUSTER_NODES = 3
+"""natsCluster=true: three nodes, the smallest JetStream cluster that keeps a
+quorum (two) with one node lost."""
+DEV_NATS_NODES = 1
+
+
+def nats_node_name(index: int) -> str:
+    """Cloud Map service name (and server name) of node `index`: nats-0, nats-1, ..."""
+    return f"nats-{index}"
+
+
+def own_nats_url(nodes: int) -> str:
+    """natsUrl of a stack that runs `nodes` NATS nodes itself: TLS to every node's name."""
+    return ",".join(
+        f"tls://{nats_node_name(i)}.{NATS_NAMESPACE}:{NATS_PORT}" for i in range(nodes)
+    )
+
+
+CLUSTER_NATS_URL = own_nats_url(NATS_CLUSTER_NODES)
+DEV_NATS_URL = own_nats_url(DEV_NATS_NODES)
+"""natsUrl of a stack with natsCluster=true / devNats=true (cordum_infra.nats_cluster
+registers the names)."""
 SECRET_ARN = re.compile(r"^arn:[\w-]+:secretsmanager:[\w-]+:\d{12}:secret:[\w/+=.@-]+-\w{6}$")
 """A complete secret ARN: name plus the 6-character suffix Secrets Manager adds."""
 
@@ -121,10 +166,16 @@ class StackSettings:
     """Secret with the NATS credentials of an existing cluster (AWS stacks only)."""
     dev_nats: bool = False
     """The stack runs a single-node NATS for development (``nats_url`` is its name)."""
+    nats_cluster: bool = False
+    """The stack runs a three-node NATS JetStream cluster (``nats_url`` names all three)."""
     output_policy: bool = True
     """OUTPUT_POLICY_ENABLED of the functions: SUCCEEDED results are checked against
     the safety kernel's output_rules (Cordum's default is off; governed output is
     what this stack is for, so it is on unless the context says ``false``)."""
+    cache: CacheConfig = CacheConfig()
+    """Engine and node type of the stack's ElastiCache, and the terminal-job retention."""
+    network: NetworkSettings = NetworkSettings()
+    """Existing VPC and subnets, or the block and zones of the VPC the stack creates."""
 
     def __post_init__(self) -> None:
         # Checked here, not only in from_context, so that no override or direct
@@ -134,9 +185,9 @@ class StackSettings:
         if aws and self.api_keys is not None:
             raise ContextError(
                 "context apiKeys writes the keys into the template: it is for local "
-                "stacks (redisUrl) only. On AWS put CORDUM_API_KEYS in the SSM "
-                f"SecureString parameter {API_KEYS_PARAMETER} (the gateway reads it "
-                "there) and deploy without apiKeys"
+                "stacks (redisUrl) only. On AWS put CORDUM_API_KEYS in the Secrets "
+                f"Manager secret {API_KEYS_SECRET} (or the one context apiKeysSecret "
+                "names; the gateway reads it there) and deploy without apiKeys"
             )
         if aws and self.safety_kernel_addr is not None and self.safety_kernel_ca is None:
             raise ContextError(
@@ -149,6 +200,15 @@ class StackSettings:
                 "context safetyKernelCa names the CA of a kernel given by safetyKernelAddr; "
                 "the stack's own kernel uses the certificate the stack issues"
             )
+        if aws and not self.nats_nodes:
+            _check_outside_nats(self.nats_url, self.nats_credentials_secret_arn)
+
+    @property
+    def nats_nodes(self) -> int:
+        """NATS nodes the stack runs itself: 3 (natsCluster), 1 (devNats) or 0."""
+        if self.nats_cluster:
+            return NATS_CLUSTER_NODES
+        return DEV_NATS_NODES if self.dev_nats else 0
 
     @property
     def creates_cache(self) -> bool:
@@ -180,24 +240,35 @@ class StackSettings:
         dev_nats = (get("devNats") or "false").lower()
         if dev_nats not in ("true", "false"):
             raise ContextError(f"context devNats must be true or false: {dev_nats}")
+        nats_cluster = (get("natsCluster") or "false").lower()
+        if nats_cluster not in ("true", "false"):
+            raise ContextError(f"context natsCluster must be true or false: {nats_cluster}")
         nats_creds = get("natsCredentialsSecretArn")
         nats_url = get("natsUrl")
-        if dev_nats == "true":
+        if dev_nats == "true" and nats_cluster == "true":
+            raise ContextError(
+                "context devNats and natsCluster both ask the stack to run NATS: give "
+                "natsCluster=true (three nodes) or devNats=true (one), not both"
+            )
+        own = [("devNats", DEV_NATS_URL, dev_nats), ("natsCluster", CLUSTER_NATS_URL, nats_cluster)]
+        for key, own_url, _ in (entry for entry in own if entry[2] == "true"):
             if redis_url is not None:
                 raise ContextError(
-                    "context devNats runs NATS on Fargate in the stack's VPC: it needs an AWS "
+                    f"context {key} runs NATS on Fargate in the stack's VPC: it needs an AWS "
                     "stack (no redisUrl)"
                 )
-            if nats_url not in (None, DEV_NATS_URL) or nats_creds is not None:
+            if nats_url not in (None, own_url) or nats_creds is not None:
                 raise ContextError(
-                    f"context devNats=true runs the stack's own NATS at {DEV_NATS_URL}: give "
-                    "no other natsUrl and no natsCredentialsSecretArn with it"
+                    f"context {key}=true runs the stack's own NATS at {own_url} with "
+                    "credentials it generates: give no other natsUrl and no "
+                    "natsCredentialsSecretArn with it"
                 )
-            nats_url = DEV_NATS_URL
+            nats_url = own_url
         if nats_url is None:
             raise ContextError(
                 "context natsUrl is required: the NATS server(s) the functions publish to, "
-                "e.g. -c natsUrl=nats://127.0.0.1:4222 (or -c devNats=true on AWS)"
+                "e.g. -c natsUrl=nats://127.0.0.1:4222 on a local stack; on AWS "
+                "-c natsCluster=true, or tls:// URL(s) with natsCredentialsSecretArn"
             )
         if not all(u.strip().startswith(("nats://", "tls://")) for u in nats_url.split(",")):
             raise ContextError(f"context natsUrl must be nats:// or tls:// URL(s): {nats_url}")
@@ -264,10 +335,31 @@ class StackSettings:
             "egress": egress,
             "nats_credentials_secret_arn": nats_creds,
             "dev_nats": dev_nats == "true",
+            "nats_cluster": nats_cluster == "true",
             "output_policy": output_policy == "true",
+            "cache": cache_config(get, aws=redis_url is None),
+            "network": read_network_settings(get, aws=redis_url is None),
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _check_outside_nats(nats_url: str, creds_arn: str | None) -> None:
+    """An AWS stack's outside NATS: TLS and credentials, or a ContextError saying what to do."""
+    plaintext = [u.strip() for u in nats_url.split(",") if u.strip().startswith("nats://")]
+    if plaintext:
+        raise ContextError(
+            f"context natsUrl: plaintext nats:// is refused on AWS (no redisUrl): {plaintext[0]}. "
+            "Give tls:// URL(s) with natsCredentialsSecretArn, or -c natsCluster=true to run "
+            "a three-node NATS cluster (TLS, generated credentials) in the stack"
+        )
+    if creds_arn is None:
+        raise ContextError(
+            "context natsCredentialsSecretArn is required with a tls:// natsUrl on AWS (no "
+            "redisUrl): the complete ARN of a Secrets Manager secret holding the cluster's "
+            '.creds text or JSON {"username", "password"}. Or -c natsCluster=true to run the '
+            "stack's own cluster"
+        )
 
 
 def _safety_kernel_ca(value: str | None) -> str | None:

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import ArnFormat, CfnOutput, Stack
-from aws_cdk import aws_iam as iam
+from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
-from cordum_infra.api import GatewayApi, account_log_role_from_context
+from cordum_infra.api import (
+    GatewayApi,
+    account_log_role_from_context,
+    api_keys_secret_from_context,
+    grant_api_keys,
+)
 from cordum_infra.assets import CONFIG_SUBDIR, stage_function_code
 from cordum_infra.cache import AUTH_SECRET_ENV, RedisCache
+from cordum_infra.cache_config import JOB_RETENTION_ENV
+from cordum_infra.capacity_alarms import CapacityTargets
+from cordum_infra.fargate import SERVICE_TASKS
 from cordum_infra.functions import (
     ALL_FUNCTIONS,
     GATEWAY,
@@ -24,13 +31,16 @@ from cordum_infra.functions import (
     REPLAYER_TICK,
     RESULT,
     SAGA_ROLLBACK,
+    STACK_NAME_CONTEXT,
     SUBMIT,
     WORKFLOW,
     WORKFLOW_TICK,
     CordumFunctions,
     VpcPlacement,
+    stack_name_from_context,
 )
-from cordum_infra.nats import DevNats, NatsCredentials
+from cordum_infra.nats import NatsCredentials
+from cordum_infra.nats_cluster import NatsCluster
 from cordum_infra.network import Network
 from cordum_infra.observability import Observability
 from cordum_infra.queues import JobQueue
@@ -38,7 +48,7 @@ from cordum_infra.safety_kernel import TLS_CA_ENV, tls_client_env
 from cordum_infra.saga import SagaRollbackInvoke
 from cordum_infra.schedules import TickSchedules
 from cordum_infra.services import CordumServices
-from cordum_infra.settings import API_KEYS_PARAMETER
+from cordum_infra.settings import API_KEYS_SECRET, NATS_NAMESPACE
 from cordum_infra.workflow import connect_workflow
 
 if TYPE_CHECKING:
@@ -56,12 +66,22 @@ class CordumServerlessStack(Stack):
     def __init__(
         self, scope: Construct, construct_id: str, *, settings: StackSettings, **kwargs: Any
     ) -> None:
+        # Context stackName: a second stack in the account and region, its own names.
+        kwargs.setdefault("stack_name", stack_name_from_context(
+            scope.node.try_get_context(STACK_NAME_CONTEXT), construct_id))
         super().__init__(scope, construct_id, **kwargs)
         self.settings = settings
 
         placement: VpcPlacement | None = None
         if settings.creates_cache:
-            network = Network(self, "Network", egress=settings.egress)
+            network = Network(
+                self,
+                "Network",
+                egress=settings.egress,
+                placement=settings.network,
+                nats_url=settings.nats_url,
+                kernel_addr=settings.safety_kernel_addr,
+            )
             self.network: Network | None = network
             self.cache: RedisCache | None = RedisCache(
                 self,
@@ -69,6 +89,7 @@ class CordumServerlessStack(Stack):
                 vpc=network.vpc,
                 subnets=network.private_subnets,
                 security_group=network.cache_security_group,
+                config=settings.cache,
             )
             redis_url = self.cache.url
             placement = VpcPlacement(
@@ -92,9 +113,11 @@ class CordumServerlessStack(Stack):
         )
 
         # AWS only: the bridge and (unless an address is given) the safety kernel on
-        # Fargate, and with devNats a NATS server for them and the functions.
+        # Fargate, and with natsCluster (devNats) a NATS cluster (node) for them and
+        # the functions.
         self.services: CordumServices | None = None
-        self.dev_nats: DevNats | None = None
+        self.nats: NatsCluster | None = None
+        nats_credentials: NatsCredentials | None = None
         safety_kernel_addr = settings.safety_kernel_addr
         if self.network is not None and self.cache is not None:
             self.services = CordumServices(
@@ -114,13 +137,21 @@ class CordumServerlessStack(Stack):
                 run_kernel=settings.runs_safety_kernel,
                 cache_security_group=self.network.cache_security_group,
                 safety_kernel_ca=settings.safety_kernel_ca,
+                policy_file=settings.config_dir / "safety.yaml",
             )
             if self.services.kernel is not None:
                 safety_kernel_addr = self.services.kernel.address
-            if settings.dev_nats:
-                self.dev_nats = DevNats(
+                # Its tasks pull their image and write logs: through the endpoints.
+                self.network.allow_aws_apis(self.services.kernel.task_security_group)
+            if settings.nats_nodes:
+                # One certificate for every node's name (a wildcard under the
+                # namespace), from the stack's CA, which signs the kernel's too.
+                nats_tls = self.services.tls.leaf(
+                    "Nats", [f"*.{NATS_NAMESPACE}"], generation_context="natsTlsGeneration"
+                )
+                self.nats = NatsCluster(
                     self,
-                    "DevNats",
+                    "Nats",
                     cluster=self.services.cluster,
                     vpc=self.network.vpc,
                     subnets=self.network.private_subnets,
@@ -129,9 +160,24 @@ class CordumServerlessStack(Stack):
                         self.network.bridge_security_group,
                     ],
                     architecture=settings.architecture,
+                    tls_secret=nats_tls.secret,
+                    ca_pem=nats_tls.ca_pem,
+                    tls_serial=nats_tls.serial,
+                    nodes=settings.nats_nodes,
+                    allow_aws_apis=self.network.allow_aws_apis,
                 )
-                # CloudFormation waits for NATS to be up before it starts the bridge.
-                self.services.bridge.service.node.add_dependency(self.dev_nats.service)
+                for service in self.nats.services:
+                    # No node starts before the secret holds its certificate, and
+                    # CloudFormation starts the bridge once every node runs.
+                    service.node.add_dependency(nats_tls.resource)
+                    self.services.bridge.service.node.add_dependency(service)
+                nats_credentials = NatsCredentials(
+                    self, "NatsCredentials", secret=self.nats.credentials, ca_pem=self.nats.ca_pem
+                )
+            elif settings.nats_credentials_secret_arn is not None:
+                nats_credentials = NatsCredentials(
+                    self, "NatsCredentials", secret_arn=settings.nats_credentials_secret_arn
+                )
         assert safety_kernel_addr is not None
         # AWS: the kernel is reached over TLS only, verified against its CA. A local
         # stack speaks plaintext to its host kernel unless given a CA.
@@ -159,6 +205,7 @@ class CordumServerlessStack(Stack):
                 "SAFETY_KERNEL_ADDR": safety_kernel_addr,
                 **kernel_tls,
                 "OUTPUT_POLICY_ENABLED": "true" if settings.output_policy else "false",
+                JOB_RETENTION_ENV: str(settings.cache.job_retention_s),
                 # Relative: resolved against LAMBDA_TASK_ROOT, where the code asset lands.
                 "CORDUM_CONFIG_DIR": CONFIG_SUBDIR,
                 "POWERTOOLS_LOG_LEVEL": settings.log_level,
@@ -167,6 +214,8 @@ class CordumServerlessStack(Stack):
                 "RESULT_QUEUE_URL": self.result_queue.queue.queue_url,
             },
             placement=placement,
+            # AWS: the gateway's instances bounded (and guaranteed); local: as before.
+            reserve_gateway=settings.creates_cache,
         )
         gateway = self.functions[GATEWAY]
         submit = self.functions[SUBMIT]
@@ -185,10 +234,7 @@ class CordumServerlessStack(Stack):
                 fn.add_environment(AUTH_SECRET_ENV, self.cache.auth_secret.secret_arn)
                 self.cache.auth_secret.grant_read(fn)
 
-        if settings.nats_credentials_secret_arn is not None and self.services is not None:
-            nats_credentials = NatsCredentials(
-                self, "NatsCredentials", secret_arn=settings.nats_credentials_secret_arn
-            )
+        if nats_credentials is not None and self.services is not None:
             for fn in self.functions.by_module.values():
                 nats_credentials.grant_function(fn)
             nats_credentials.grant_container(self.services.bridge.container)
@@ -202,20 +248,7 @@ class CordumServerlessStack(Stack):
         if settings.api_keys is not None:
             gateway.add_environment("CORDUM_API_KEYS", settings.api_keys)
         else:
-            gateway.add_environment("CORDUM_API_KEYS_SSM_PARAMETER", API_KEYS_PARAMETER)
-            gateway.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["ssm:GetParameter"],
-                    resources=[
-                        self.format_arn(
-                            service="ssm",
-                            resource="parameter",
-                            resource_name=API_KEYS_PARAMETER.lstrip("/"),
-                            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-                        )
-                    ],
-                )
-            )
+            grant_api_keys(gateway, api_keys_secret_from_context(self.node, API_KEYS_SECRET))
 
         self.api = GatewayApi(
             self,
@@ -225,6 +258,8 @@ class CordumServerlessStack(Stack):
             account_log_role=account_log_role_from_context(
                 self.node, default=settings.creates_cache
             ),
+            # AWS: a WAF web ACL on the stage; LocalStack has no WAFv2.
+            web_acl=settings.creates_cache,
         )
         self.schedules = TickSchedules(
             self,
@@ -235,10 +270,25 @@ class CordumServerlessStack(Stack):
                 "Workflow": self.functions[WORKFLOW_TICK],
             },
         )
+        # AWS: the capacity alarms, and an alarm topic unless alarmTopicArn names one.
+        capacity: CapacityTargets | None = None
+        if self.cache is not None:
+            kernel = self.services.kernel if self.services is not None else None
+            capacity = CapacityTargets(
+                functions={spec.construct_id: self.functions[spec] for spec in ALL_FUNCTIONS},
+                queues={"Submit": self.submit_queue.queue, "Result": self.result_queue.queue},
+                stage=self.api.rest_api.deployment_stage,
+                access_logs=self.api.access_logs,
+                replication_group=self.cache.replication_group,
+                kernel_target_group=kernel.target_group if kernel is not None else None,
+                kernel_tasks=SERVICE_TASKS,
+            )
         self.observability = Observability(
             self,
             "Observability",
             namespace=METRICS_NAMESPACE,
+            create_topic=settings.creates_cache,
+            capacity=capacity,
             functions={spec.construct_id: self.functions[spec] for spec in ALL_FUNCTIONS},
             dead_letter_queues={
                 "Submit": self.submit_queue.dlq,
@@ -254,6 +304,13 @@ class CordumServerlessStack(Stack):
             bridge=self.services is not None,
         )
         self._outputs(redis_url)
+        if self.observability.alarm_topic is not None:
+            CfnOutput(
+                self,
+                "AlarmTopicArn",
+                value=self.observability.alarm_topic.topic_arn,
+                description="SNS topic every alarm notifies (ALARM and OK): subscribe to it",
+            )
         if self.services is not None:
             CfnOutput(
                 self,

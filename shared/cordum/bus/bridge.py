@@ -31,7 +31,7 @@ from cordum.bus.flush import JetStreamPublisher, PoolFlusher
 from cordum.bus.forward_policy import default_routes
 from cordum.bus.forwarder import JobForwarder
 from cordum.bus.guard import BusGuard
-from cordum.bus.health import ForwardingMonitor
+from cordum.bus.health import ForwardingMonitor, mark_starting
 from cordum.bus.settings import BridgeSettings, load_bridge_settings
 from cordum.bus.sqs import SqsClient, SqsQueueSink
 from cordum.config import ConfigError
@@ -40,6 +40,8 @@ from cordum.registry.pools import pool_serves, topic_pools
 from cordum.registry.writer import SnapshotWriter
 
 if TYPE_CHECKING:
+    import nats.js
+
     from cordum.bus.queue import QueueSink
     from cordum.config import Settings
 
@@ -49,6 +51,9 @@ T = TypeVar("T")
 STOP_TIMEOUT_S = 8.0
 """In-flight forwards and the last snapshot get this long after SIGTERM; NATS drain follows."""
 DRAIN_TIMEOUT_S = 1.5
+STREAM_RETRY_S = 2.0
+"""Pause between two attempts at the job stream while JetStream has no answer (a
+cluster that is still electing its meta leader, within seconds of its nodes' start)."""
 
 
 def configure_logging(level: str) -> None:
@@ -80,6 +85,23 @@ async def until_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | None:
     return None
 
 
+async def ensure_stream_when_ready(js: nats.js.JetStreamContext) -> str:
+    """The job stream, asked for again every STREAM_RETRY_S until JetStream answers.
+
+    The bridge may start with its NATS (a stack's first deploy): a connected server
+    whose JetStream cannot answer yet is a wait, not a crash that would count
+    against the deployment. The health check's start-up grace bounds the wait.
+    """
+    from cordum.bus.streams import ensure_stream
+
+    while True:
+        try:
+            return await ensure_stream(js)
+        except Exception as exc:
+            log.warning("job stream not ready, retrying: %s: %s", type(exc).__name__, exc)
+            await asyncio.sleep(STREAM_RETRY_S)
+
+
 async def serve(
     settings: Settings,
     bridge: BridgeSettings,
@@ -89,7 +111,6 @@ async def serve(
     stop: asyncio.Event | None = None,
 ) -> int:
     """Run the bridge until ``stop`` is set (SIGTERM/SIGINT in ``main``). Returns an exit code."""
-    from cordum.bus.streams import ensure_stream
     from cordum.config import load_pools
 
     pools = load_pools(settings.config_dir)
@@ -100,6 +121,8 @@ async def serve(
         submit_sink = submit_sink or SqsQueueSink(bridge.submit_queue_url, sqs)
         result_sink = result_sink or SqsQueueSink(bridge.result_queue_url, sqs)
 
+    # Until its first answered probe, the health check counts from here.
+    mark_starting(bridge.health_file)
     nc = await until_stopped(
         runtime.connect_nats(settings, name="cordum-bridge", reconnect=runtime.SERVICE_RECONNECT),
         stop,
@@ -108,7 +131,12 @@ async def serve(
         log.info("cordum-bridge stopped before NATS answered: exit=0")
         return 0
     js = nc.jetstream(timeout=settings.publish_timeout_s)
-    stream = await ensure_stream(js)
+    found = await until_stopped(ensure_stream_when_ready(js), stop)
+    if found is None:
+        log.info("cordum-bridge stopped before JetStream answered: exit=0")
+        await nc.close()
+        return 0
+    stream = found
     redis = runtime.redis_client(settings)
     routes = default_routes(submit_sink, result_sink)
     forwarder = JobForwarder(js, stream, routes, guard=BusGuard(redis))

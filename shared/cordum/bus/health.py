@@ -66,6 +66,17 @@ PROBE_TIMEOUT_S = 5.0
 HEALTH_MAX_AGE_S = 60.0
 """The health check fails once the liveness file is older than this: four missed
 reports in a row, so one slow answer or a short NATS reconnect is no failure."""
+STARTUP_GRACE_S = 600.0
+"""Before its first answered probe, a bridge that started less than this ago is
+waiting for NATS, not dead: the health check passes. A stack created with its own
+NATS cluster starts the bridge once the three nodes run, but JetStream still has
+to elect a meta leader and the bridge to create its stream and consumers; a node
+replaced at the same time (about 2 min: image pull, EFS mount, recovery) must not
+cost the bridge too. Ten minutes covers that several times over; a bridge still
+without an answer after it is replaced, and the deployment circuit breaker counts
+it."""
+STARTING_SUFFIX = ".starting"
+"""``<health file>.starting``, written when the bridge starts: its time is the start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +217,20 @@ class ForwardingMonitor:
         self._stopping.set()
 
 
+def starting_file(health_file: Path) -> Path:
+    return health_file.with_name(health_file.name + STARTING_SUFFIX)
+
+
+def mark_starting(health_file: Path | None) -> None:
+    """Note the bridge's start (before it connects to NATS) for the health check's grace."""
+    if health_file is None:
+        return
+    try:
+        starting_file(health_file).touch()
+    except OSError as exc:
+        log.error("start marker %s not written: %s", starting_file(health_file), exc)
+
+
 def liveness_age(health_file: Path, now: float | None = None) -> float | None:
     """Seconds since the bridge last touched ``health_file``; None when it never did."""
     try:
@@ -233,6 +258,14 @@ def main() -> None:
         raise SystemExit(1)
     age = liveness_age(health_file)
     if age is None:
+        started = liveness_age(starting_file(health_file))
+        if started is not None and started <= STARTUP_GRACE_S:
+            print(
+                f"cordum-bridge health: waiting for NATS, started {started:.0f} s ago "
+                f"(grace {STARTUP_GRACE_S:.0f} s)",
+                file=sys.stderr,
+            )
+            raise SystemExit(0)
         print(f"cordum-bridge health: no probe answered yet ({health_file})", file=sys.stderr)
         raise SystemExit(1)
     if age > HEALTH_MAX_AGE_S:

@@ -18,7 +18,7 @@ from cordum.gateway import queries, submit_policy
 from cordum.gateway.errors import Conflict, Forbidden, NotFound, PolicyDenied
 from cordum.gateway.submission import announce, build_request, context_json, discard, new_job
 from cordum.gateway.submit_policy import DENIED_CODE, SubmitOutcome
-from cordum.gateway.views import job_detail, json_or_text
+from cordum.gateway.views import MAX_INLINE_RESULT_BYTES, job_detail, json_or_text
 from cordum.metrics import METRICS
 from cordum.store.errors import StoreError
 from cordum.store.idempotency import IdempotencyKeys
@@ -247,8 +247,19 @@ class JobService:
         result_ptr = served_result_ptr(job_id, meta,
                                        output_policy=settings().output_policy_enabled)
         result: Any = None
+        size: int | None = None
         if result_ptr:
-            raw = await self._store.get_payload(protocol.key_from_pointer(result_ptr))
-            result = json_or_text(raw)
+            key = protocol.key_from_pointer(result_ptr)
+            # The size first (STRLEN reads nothing): a result too large to answer
+            # inline is never read into the function, only pointed at.
+            size = await self._result_size(key)
+            if size <= MAX_INLINE_RESULT_BYTES:
+                result = json_or_text(await self._store.get_payload(key))
         extras = await queries.detail_extras(self._redis, job_id)
-        return job_detail(job_id, meta, result_ptr, result, extras)
+        return job_detail(job_id, meta, result_ptr, result, extras, result_size=size)
+
+    async def _result_size(self, key: str) -> int:
+        try:
+            return int(await self._redis.strlen(key))
+        except Exception as exc:
+            raise StoreError(f"read {key}: {exc}") from exc

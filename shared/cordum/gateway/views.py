@@ -41,6 +41,18 @@ PRIORITY_NAMES = {"interactive": 1, "batch": 2, "critical": 3}
 ONLINE_WITHIN_S = 30.0
 """A worker heard from within this long is online (Cordum's heartbeat TTL)."""
 
+MAX_INLINE_RESULT_BYTES = 512 * 1024
+"""Largest stored result (bytes of ``res:<id>``) a job's detail carries inline.
+Lambda answers at most 6 MB (6,291,456 bytes) to API Gateway, and a result grows
+on the way out: it is JSON in the body, and the body is a JSON string in the
+proxy response, so each byte may be escaped twice: a control character takes 6
+bytes in the body (a \\u escape) and 7 in the response, a quote 2 and then 4. At
+the worst, 7 times, 512 KiB is 3.5 MiB, with room for the rest of the job.
+Above it the detail leaves ``result`` out (null) and says so
+(``result_too_large``, ``result_size_bytes``); ``result_ptr`` names where the
+result is (Redis, ``res:<id>``), for a worker or operator to read there. Without
+the limit such a GET answered 502, every time."""
+
 # Cordum's extra detail fields copied from job:meta as they are, when present.
 _META_TEXT_FIELDS = ("actor_id", "actor_type", "idempotency_key", "pack_id", "agent_id",
                      "agent_name", "agent_risk_tier", "principal", "team", "memory_id",
@@ -171,17 +183,23 @@ _TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 
 
 def job_detail(job_id: str, meta: dict[str, str], result_ptr: str | None,
-               result: Any, extras: DetailExtras | None = None) -> dict[str, Any]:
+               result: Any, extras: DetailExtras | None = None, *,
+               result_size: int | None = None) -> dict[str, Any]:
     """JobDetail plus Cordum's extra fields.
 
     Without ``extras`` only the meta speaks: ``started_at`` is null and
     ``completed_at`` is the time a terminal job reached its current state.
     ``result_ptr`` and ``result`` are what :func:`served_result_ptr` allowed; a job
-    that is not SUCCEEDED shows neither, whatever is passed.
+    that is not SUCCEEDED shows neither, whatever is passed. ``result_size`` is the
+    stored result's size in bytes when known: past :data:`MAX_INLINE_RESULT_BYTES`
+    the result is left out, by pointer only.
     """
     state = meta.get("state", "")
     if state != JobState.SUCCEEDED:
-        result_ptr, result = None, None
+        result_ptr, result, result_size = None, None, None
+    too_large = result_size is not None and result_size > MAX_INLINE_RESULT_BYTES
+    if too_large:
+        result = None
     attempts = int(meta.get("attempts") or 0)
     labels = decode_labels(meta)
     out: dict[str, Any] = {
@@ -216,6 +234,9 @@ def job_detail(job_id: str, meta: dict[str, str], result_ptr: str | None,
         "approval_required": meta.get("safety_approval_required") == "true",
         "approval_ref": meta.get("safety_approval_ref", ""),
     }
+    if too_large:
+        out["result_too_large"] = True
+        out["result_size_bytes"] = result_size
     _put_time(out, "created_at", meta.get("created_at"))
     for name in _META_TEXT_FIELDS:
         out[name] = meta.get(name, "")

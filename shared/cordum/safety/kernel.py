@@ -6,6 +6,9 @@ service (:mod:`cordum.safety.output_service`), both answering from
 ``<config dir>/safety.yaml``, hot-reloaded (:mod:`cordum.safety.policy_file`).
 TLS from the ``SAFETY_KERNEL_TLS_*`` variables (:mod:`cordum.safety.tls`); velocity
 windows in Redis when ``REDIS_URL`` is set (:mod:`cordum.safety.velocity`).
+With ``CORDUM_POLICY_URI`` set (the AWS stack), the policy is first copied from that
+S3 object into the config dir (:mod:`cordum.safety.policy_source`); the process exits
+non-zero, before serving, when it cannot be read.
 SIGTERM / SIGINT stop it with a 5 s grace.
 """
 
@@ -27,6 +30,7 @@ from cordum.config import DEFAULT_SAFETY_KERNEL_ADDR, ConfigError, load_settings
 from cordum.safety.kernel_service import MAX_METADATA_BYTES, PolicyKernel
 from cordum.safety.output_service import add_output_policy_service
 from cordum.safety.policy_file import POLICY_FILE_NAME, Policy
+from cordum.safety.policy_source import POLICY_URI_ENV, fetch_policy
 from cordum.safety.tls import server_tls_from_env
 from cordum.safety.velocity import RedisVelocityCounter, velocity_from_env
 
@@ -38,16 +42,43 @@ log = logging.getLogger("cordum.safety.kernel")
 DEFAULT_TOPIC_RULE = "default-topic-allow"
 """The rule of the shipped config/safety.yaml that allows job.default and job.echo."""
 
+MAX_CONNECTION_AGE_S = 60.0
+"""gRPC closes (GOAWAY) each client connection after about this long (gRPC adds up
+to 10 % of jitter), and the client opens a new one, which the load balancer may send
+to another task. Clients keep one HTTP/2 connection per channel: without an age, a
+task added by a scale-out or a deploy gets only clients that start after it. 60 s
+spreads the load within a minute, for one TLS handshake a minute per client
+container."""
+MAX_CONNECTION_AGE_JITTER = 0.1
+"""gRPC core's jitter on the age: +/- 10 %."""
+MAX_CONNECTION_AGE_GRACE_S = 35.0
+"""After the GOAWAY, calls already running on the old connection get this long to
+finish: the longest deadline a client gives a check, the output content check's 30 s
+(cordum.safety.output_client CONTENT_TIMEOUT_S), plus 5 s for the answer to travel.
+A connection therefore lives at most 60 x 1.1 + 35 = 101 s; the load balancer's
+deregistration delay is longer (cordum_infra.safety_kernel), so a draining task's
+connections end this way, not cut under a running check."""
 
-def serve(addr: str, policy: Policy | PolicyKernel, *,
-          tls: ServerTLS | None = None) -> grpc.Server:
-    """Start the SafetyKernel (and output policy) service on ``addr``; TLS only when
-    ``tls`` is given."""
-    kernel = policy if isinstance(policy, PolicyKernel) else PolicyKernel(policy)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[
+
+def server_options(*, max_connection_age_s: float = MAX_CONNECTION_AGE_S,
+                   max_connection_age_grace_s: float = MAX_CONNECTION_AGE_GRACE_S,
+                   ) -> list[tuple[str, int]]:
+    """The kernel's gRPC server options: metadata bounds and the connection age."""
+    return [
         ("grpc.max_metadata_size", MAX_METADATA_BYTES),
         ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
-    ])
+        ("grpc.max_connection_age_ms", round(max_connection_age_s * 1000)),
+        ("grpc.max_connection_age_grace_ms", round(max_connection_age_grace_s * 1000)),
+    ]
+
+
+def serve(addr: str, policy: Policy | PolicyKernel, *, tls: ServerTLS | None = None,
+          options: list[tuple[str, int]] | None = None) -> grpc.Server:
+    """Start the SafetyKernel (and output policy) service on ``addr``; TLS only when
+    ``tls`` is given; gRPC options :func:`server_options` unless ``options``."""
+    kernel = policy if isinstance(policy, PolicyKernel) else PolicyKernel(policy)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),
+                         options=server_options() if options is None else options)
     safety_pb2_grpc.add_SafetyKernelServicer_to_server(kernel, server)
     # The output policy (our own service: CAP has none) is served from the same
     # process and the same policy file.
@@ -72,6 +103,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cfg = load_settings()
         tls = server_tls_from_env()
+        policy_uri = os.environ.get(POLICY_URI_ENV, "").strip()
+        if policy_uri:
+            # Before anything is served: the file the kernel loads and hot-reloads.
+            fetch_policy(policy_uri, cfg.config_dir / POLICY_FILE_NAME)
         kernel = PolicyKernel(Policy(cfg.config_dir / POLICY_FILE_NAME),
                               velocity=velocity_from_env(os.environ))
     except ConfigError as exc:

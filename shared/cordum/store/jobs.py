@@ -15,7 +15,10 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Iterable, Mapping
 
 META_TTL_S = 7 * 24 * 3600
-"""job:meta, job:req and job:events live 7 days (refreshed on every write)."""
+"""An open job's job:meta, job:req and job:events live 7 days from its last write
+(a job waiting for approval or a slow worker must not vanish). The transition into a
+terminal state sets the job's retention instead (``JobStore.retention_s``, from
+CORDUM_JOB_RETENTION_S, default cordum.config.DEFAULT_JOB_RETENTION_S: 3 days)."""
 DATA_TTL_S = 24 * 3600
 """ctx:/res: payloads live 24 hours."""
 DLQ_TTL_S = 30 * 24 * 3600
@@ -151,7 +154,14 @@ def _flatten(fields: Mapping[str, str] | None) -> list[str]:
 class JobStore:
     """Reads and writes Cordum's job keys. Every write is one script call."""
 
-    def __init__(self, redis: RedisClientProtocol) -> None:
+    def __init__(self, redis: RedisClientProtocol, *, retention_s: int | None = None) -> None:
+        """``retention_s``: how long a terminal job stays; None reads it from the
+        process settings (CORDUM_JOB_RETENTION_S or Cordum's JOB_META_TTL*)."""
+        if retention_s is None:
+            from cordum.config import settings
+
+            retention_s = settings().job_retention_s
+        self.retention_s = retention_s
         self._redis = redis
         self._create = redis.register_script((_LUA / "create_job.lua").read_text())
         self._discard = redis.register_script((_LUA / "discard_job.lua").read_text())
@@ -210,13 +220,16 @@ class JobStore:
         whose meta names another ``worker_id``, or none (a job never dispatched).
         """
         states = [JobState(s).value for s in path]
+        # The job ends in the path's last state when the move is made: a terminal one
+        # starts its retention, an open one keeps it for META_TTL_S more.
+        meta_ttl = self.retention_s if JobState(states[-1]).terminal else META_TTL_S
         keys = [meta_key(job_id), events_key(job_id), RECENT_KEY, DEADLINE_KEY,
-                dlq_entry_key(job_id), DLQ_INDEX_KEY, *(records or {})]
+                dlq_entry_key(job_id), DLQ_INDEX_KEY, request_key(job_id), *(records or {})]
         entry = json.dumps({"job_id": job_id, **dlq}, separators=(",", ":")) if dlq else ""
         sides: list[Any] = []
         for value, ttl in (records or {}).values():
             sides += [value, ttl]
-        args = [job_id, now_us(), META_TTL_S, ",".join(states), ",".join(only_from),
+        args = [job_id, now_us(), meta_ttl, ",".join(states), ",".join(only_from),
                 entry, DLQ_TTL_S, "" if unchanged_since is None else unchanged_since,
                 len(records or {}), worker_of_record, *sides, *_flatten(fields)]
         status, previous, workflow_id = await self._call(self._transition, keys, args)

@@ -6,8 +6,9 @@
 -- Index and tenant keys are derived here from the stored state and tenant: this
 -- needs Redis with cluster mode disabled, which is what the stack deploys.
 -- KEYS[1] job:meta:<id>  KEYS[2] job:events:<id>  KEYS[3] job:recent  KEYS[4] job:deadline
--- KEYS[5] dlq:entry:<id>  KEYS[6] dlq:index
--- ARGV[1] job id  ARGV[2] now (us)  ARGV[3] meta TTL (s)
+-- KEYS[5] dlq:entry:<id>  KEYS[6] dlq:index  KEYS[7] job:req:<id>
+-- ARGV[1] job id  ARGV[2] now (us)  ARGV[3] meta TTL (s): the retention of a terminal
+--         job when the path ends in a terminal state; it applies to job:req too then
 -- ARGV[4] states to pass through, comma separated (e.g. "SCHEDULED,DISPATCHED")
 -- ARGV[5] states the job may be in, comma separated, "" = any the table allows;
 --         "-" stands for a job without state (not created yet)
@@ -15,7 +16,7 @@
 --         adds last_state, attempts and created_at (us); TTL ARGV[7] (s)
 -- ARGV[8] "unchanged since" (us) or "": when the job's updated_at is later, it has
 --         moved since the caller looked at it and the call is a "skip"
--- ARGV[9] N, the number of side records: KEYS[7..6+N] are SET with the transition,
+-- ARGV[9] N, the number of side records: KEYS[8..7+N] are SET with the transition,
 --         values and TTLs (s) in ARGV[11..10+2N] (value, ttl pairs)
 -- ARGV[10] worker fence or "": unless the meta's worker_id is this one, the call is a
 --         "foreign" (a result from a worker the job was not dispatched to, or for a job
@@ -105,7 +106,7 @@ redis.call('ZADD', 'job:index:' .. string.lower(cur), now, id)
 if terminal[cur] then trim('job:index:' .. string.lower(cur)) end
 local sides = tonumber(ARGV[9])
 for i = 1, sides do
-  redis.call('SET', KEYS[6 + i], ARGV[9 + 2 * i], 'EX', tonumber(ARGV[10 + 2 * i]))
+  redis.call('SET', KEYS[7 + i], ARGV[9 + 2 * i], 'EX', tonumber(ARGV[10 + 2 * i]))
 end
 local fields = {'state', cur, 'updated_at', now}
 for i = 11 + 2 * sides, #ARGV do fields[#fields + 1] = ARGV[i] end
@@ -115,6 +116,8 @@ if attempts_bump > 0 then
 end
 redis.call('EXPIRE', KEYS[1], ttl)
 redis.call('EXPIRE', KEYS[2], ttl)
+-- The stored request lives as long as the meta of a finished job (its detail reads it).
+if terminal[cur] then redis.call('EXPIRE', KEYS[7], ttl) end
 local tenant = redis.call('HGET', KEYS[1], 'tenant')
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -1001)
