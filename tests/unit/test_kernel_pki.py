@@ -40,7 +40,8 @@ def test_the_kernel_certificate_is_signed_by_the_ca_for_the_load_balancers_name(
     cert.verify_directly_issued_by(ca)
     assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
     eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-    assert list(eku) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    # (and a client one: a NATS node presents its certificate on the routes it dials)
+    assert list(eku) == [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
     assert format(cert.serial_number, "x") == issued.serial
     # And the CA signs that one certificate level and no other CA
     constraints = ca.extensions.get_extension_for_class(x509.BasicConstraints).value
