@@ -137,16 +137,25 @@ def redis_credentials(cfg: Settings | None = None) -> RedisCredentials:
     cfg = cfg or settings()
     username = cfg.redis_username
     password = redis_auth_token(cfg)
-    if password is not None and password.lstrip().startswith("{"):
-        try:
-            parsed = json.loads(password)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and isinstance(parsed.get("password"), str):
-            password = parsed["password"]
-            secret_user = parsed.get("username")
-            username = username or (secret_user if isinstance(secret_user, str) else None)
+    login = _json_login(password) if password is not None else None
+    if login is not None:
+        password = login["password"]
+        secret_user = login.get("username")
+        username = username or (secret_user if isinstance(secret_user, str) else None)
     return RedisCredentials(username=username, password=password)
+
+
+def _json_login(secret: str) -> dict[str, Any] | None:
+    """A secret's ``{"username": ..., "password": ...}`` object (a password string at
+    least), or None when the secret is no such JSON object (a token, ``.creds``)."""
+    if not secret.lstrip().startswith("{"):
+        return None
+    try:
+        parsed = json.loads(secret)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) and isinstance(parsed.get("password"), str) \
+        else None
 
 
 def redis_auth_token(cfg: Settings | None = None) -> str | None:
@@ -200,15 +209,11 @@ def nats_options(cfg: Settings | None = None) -> dict[str, Any]:
     if creds is None:
         creds = _auth_tokens[arn] = _read_secret(arn, "NATS_CREDS_SECRET_ARN")
     if creds.lstrip().startswith("{"):
-        try:
-            parsed = json.loads(creds)
-        except ValueError:
-            parsed = None
-        if not (isinstance(parsed, dict) and isinstance(parsed.get("username"), str)
-                and isinstance(parsed.get("password"), str)):
+        login = _json_login(creds)
+        if login is None or not isinstance(login.get("username"), str):
             raise ConfigError('NATS_CREDS_SECRET_ARN: a JSON secret must hold "username" '
                               'and "password" strings')
-        return {**options, "user": parsed["username"], "password": parsed["password"]}
+        return {**options, "user": login["username"], "password": login["password"]}
     return {**options, "user_credentials": RawCredentials(creds)}
 
 
