@@ -22,7 +22,8 @@ from pathlib import Path
 
 from cdk_cli import CDK_DIR, REPO_ROOT, STACK_NAME, DeployError, cli_env, run_logged
 
-LOOKUP_FIXTURE = REPO_ROOT / "tests" / "infra" / "fixtures" / "cdk.context.json"
+FIXTURES = REPO_ROOT / "tests" / "infra" / "fixtures"
+LOOKUP_FIXTURE = FIXTURES / "cdk.context.json"
 """Answers to the AWS shapes' lookups in SAMPLE_TARGET (a VPC with public, private
 and isolated subnets in two zones, the region's zones, its S3 prefix list), in
 the format of the CLI's cdk.context.json. tests/infra/test_deploy_network.py
@@ -49,6 +50,8 @@ SYNTH_SHAPES: dict[str, dict[str, str]] = {
         "natsCredentialsSecretArn": (
             "arn:aws:secretsmanager:us-east-1:123456789012:secret:cordum/nats-AbCdEf"
         ),
+        # The outside cluster's private CA (a sample certificate, no key anywhere).
+        "natsCa": str(FIXTURES / "nats-ca.pem"),
     },
     "local": {"redisUrl": "redis://127.0.0.1:6379", "natsUrl": "nats://127.0.0.1:4222"},
 }

@@ -5,6 +5,8 @@ closed, terminal-job retention handed to the functions (CDK template assertions)
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +26,11 @@ from tests.infra.test_synth import (
 )
 
 cdk = pytest.importorskip("aws_cdk")
+from cordum_infra.cache_users import resource_id  # noqa: E402
 from cordum_infra.settings import ContextError  # noqa: E402
 
 from cordum.config import DEFAULT_JOB_RETENTION_S  # noqa: E402
+from cordum.redis_acl import USERS, WORKERS  # noqa: E402
 
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 WEEK_MIN = 7 * 24 * 60
@@ -171,3 +175,92 @@ def test_functions_get_the_default_retention(
         for module in HANDLERS:
             env = functions[module]["Environment"]["Variables"]
             assert env["CORDUM_JOB_RETENTION_S"] == str(DEFAULT_JOB_RETENTION_S), module
+
+
+# --- users -------------------------------------------------------------------------------
+
+
+def _users(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """User name -> properties of each AWS::ElastiCache::User."""
+    return {u["Properties"]["UserName"]: u["Properties"]
+            for u in _resources(view["json"], "AWS::ElastiCache::User").values()}
+
+
+def test_each_kind_of_client_has_its_own_user_with_the_local_stacks_rules(
+    default: dict[str, Any], valkey: dict[str, Any],
+) -> None:
+    for view, engine in ((default, "redis"), (valkey, "valkey")):
+        stack, users = view["stack"], _users(view)
+        # Then the functions, the bridge, the kernel and the workers each have a user,
+        # with the ACL rules the local stack's Redis gives it (cordum.redis_acl)
+        assert set(users) == {u.name for u in USERS} | {"default"}
+        for user in USERS:
+            props = users[user.name]
+            assert props["AccessString"] == user.rules
+            assert props["Engine"] == engine
+            # And its password is its secret's, by reference, never a literal
+            (password,) = props["AuthenticationMode"]["Passwords"]
+            assert props["AuthenticationMode"]["Type"] == "password"
+            assert "{{resolve:secretsmanager:" in json.dumps(password)
+            assert ":SecretString:password::}}" in json.dumps(password)
+        # And a worker may read contexts and write results, nothing else
+        assert users[WORKERS.name]["AccessString"] == "on %R~ctx:* %W~res:* -@all +get +set +ping"
+        # And the default user ElastiCache requires is switched off, allowed nothing
+        assert users["default"]["AccessString"].split()[0] == "off"
+        assert "-@all" in users["default"]["AccessString"].split()
+        # And the group holds all five and is the replication group's only group
+        ((group_id, group),) = _resources(view["json"], "AWS::ElastiCache::UserGroup").items()
+        user_ids = {uid for uid, u in _resources(view["json"], "AWS::ElastiCache::User").items()}
+        assert {ref["Ref"] for ref in group["Properties"]["UserIds"]} == user_ids
+        assert group["Properties"]["Engine"] == engine
+        assert _group(view)["Properties"]["UserGroupIds"] == [{"Ref": group_id}]
+        assert "AuthToken" not in _group(view)["Properties"]
+        assert stack.cache is not None
+
+
+def test_user_ids_are_unique_to_the_stack_and_legal(default: dict[str, Any]) -> None:
+    ids = [u["Properties"]["UserId"]
+           for u in _resources(default["json"], "AWS::ElastiCache::User").values()]
+    (group,) = _resources(default["json"], "AWS::ElastiCache::UserGroup").values()
+    ids.append(group["Properties"]["UserGroupId"])
+    # Then every id is ElastiCache's shape (lowercase, digits, single hyphens, <= 40) and
+    # carries the stack's name, so a second stack in the account does not collide
+    assert len(set(ids)) == len(ids)
+    for uid in ids:
+        assert re.fullmatch(r"[a-z][a-z0-9-]*[a-z0-9]", uid) and "--" not in uid, uid
+        assert len(uid) <= 40, uid
+        assert uid.startswith("cordumserverless-"), uid
+    # And two long stack names sharing their beginning still get different ids
+    long_a, long_b = "A" * 40 + "-one", "A" * 40 + "-two"
+    assert resource_id(long_a, "functions") != resource_id(long_b, "functions")
+    assert all(len(resource_id(n, "functions")) <= 40 for n in (long_a, long_b))
+
+
+def test_fargate_services_log_in_as_their_own_users(default: dict[str, Any]) -> None:
+    tpl, stack = default["json"], default["stack"]
+    assert stack.cache is not None
+    containers = {c["Name"]: c for t in _resources(tpl, "AWS::ECS::TaskDefinition").values()
+                  for c in t["Properties"]["ContainerDefinitions"]}
+    for name, role, user in (("bridge", "bridge", "cordum-bridge"),
+                             ("safety-kernel", "kernel", "cordum-kernel")):
+        container = containers[name]
+        env = {e["Name"]: e["Value"] for e in container["Environment"]}
+        secrets = {s["Name"]: s["ValueFrom"] for s in container["Secrets"]}
+        secret = {"Ref": _logical_id(stack, stack.cache.users.secret(role))}
+        # Then each names its own user and gets that user's password, nobody else's
+        assert env["REDIS_USERNAME"] == user, name
+        assert secrets["REDIS_AUTH_TOKEN"] == {"Fn::Join": ["", [secret, ":password::"]]}
+
+
+def test_functions_read_the_functions_login_and_workers_get_theirs_as_an_output(
+    default: dict[str, Any],
+) -> None:
+    tpl, stack = default["json"], default["stack"]
+    assert stack.cache is not None
+    functions_secret = {"Ref": _logical_id(stack, stack.cache.users.secret("functions"))}
+    for module, props in _functions(tpl).items():
+        env = props["Environment"]["Variables"]
+        assert env["REDIS_AUTH_SECRET_ARN"] == functions_secret, module
+    # And the workers' login is a stack output for their operator
+    worker_secret = {"Ref": _logical_id(stack, stack.cache.users.secret("worker"))}
+    assert worker_secret in [o["Value"] for o in tpl["Outputs"].values()]

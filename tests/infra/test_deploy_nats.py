@@ -277,6 +277,16 @@ def test_functions_and_bridge_reach_the_own_cluster_over_tls_with_its_password(
         assert _logical_id(stack, service) in bridge["DependsOn"]
 
 
+def test_the_job_stream_is_replicated_on_every_node_of_the_cluster(
+    cluster: dict[str, Any], outside: dict[str, Any],
+) -> None:
+    # Then the bridge of the three-node cluster creates the job stream with 3 replicas
+    bridge = _env(_containers(cluster["json"])[BRIDGE_CONTAINER][1])
+    assert bridge["JOB_STREAM_REPLICAS"] == "3"
+    # And with an outside cluster the stream is the operator's (the bridge's default: 1)
+    assert "JOB_STREAM_REPLICAS" not in _env(_containers(outside["json"])[BRIDGE_CONTAINER][1])
+
+
 def test_bridge_is_judged_only_after_the_nodes_it_waits_for(cluster: dict[str, Any]) -> None:
     tpl = cluster["json"]
     containers = _containers(tpl)
@@ -301,6 +311,25 @@ def test_outside_cluster_is_tls_with_the_given_credentials(outside: dict[str, An
         assert env[NATS_CREDS_ENV] == CREDS_ARN, name
         # verified against the system trust store: no CA of the stack's
         assert NATS_TLS_CA_ENV not in env, name
+
+
+def test_outside_cluster_with_its_ca_is_verified_against_that_ca_alone(
+    inputs: dict[str, Path], tmp_path: Path,  # noqa: F811
+) -> None:
+    # Given an outside cluster whose certificate chains to a private CA, named by natsCa
+    ca_file = tmp_path / "nats-ca.pem"
+    ca_file.write_text(STAND_IN_CA + "\n")
+    app = cdk.App(context=_context(inputs, natsUrl=OUTSIDE, natsCredentialsSecretArn=CREDS_ARN,
+                                   natsCa=str(ca_file)), outdir=str(tmp_path / "out"))
+    settings = StackSettings.from_context(app.node, code_staging_dir=tmp_path / "code")
+    stack = CordumServerlessStack(app, STACK_NAME, settings=settings)
+    tpl = Template.from_stack(stack).to_json()
+    clients = _function_env(tpl)
+    clients[BRIDGE_CONTAINER] = _env(_containers(tpl)[BRIDGE_CONTAINER][1])
+    # Then every client is given that CA to verify the cluster with
+    for name, env in clients.items():
+        assert env[NATS_TLS_CA_ENV] == STAND_IN_CA, name
+        assert env[NATS_CREDS_ENV] == CREDS_ARN, name
 
 
 def test_local_stack_keeps_plaintext_nats_without_credentials(local: dict[str, Any]) -> None:  # noqa: F811
@@ -353,6 +382,11 @@ def test_local_stack_accepts_plaintext_nats(inputs: dict[str, Path]) -> None:  #
         ({"natsCluster": "true", "natsCredentialsSecretArn": CREDS_ARN},
          "no natsCredentialsSecretArn"),
         ({"natsCluster": "true", "devNats": "true"}, "not both"),
+        ({"natsCluster": "true", "natsCa": "/dev/null"}, "no natsCa"),
+        ({"natsUrl": OUTSIDE, "natsCredentialsSecretArn": CREDS_ARN,
+          "natsCa": "/nonexistent/ca.pem"}, "context natsCa: cannot read"),
+        ({"natsUrl": OUTSIDE, "natsCredentialsSecretArn": CREDS_ARN, "natsCa": "/dev/null"},
+         "context natsCa: .* must hold the CA certificate"),
         ({"natsCluster": "3"}, "natsCluster must be true or false"),
         ({}, "natsUrl is required: .* natsCluster=true"),
     ],

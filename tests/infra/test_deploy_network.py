@@ -50,9 +50,10 @@ OUTSIDE_NATS = {
     "natsUrl": "tls://nats.example.internal:4222", "natsCredentialsSecretArn": NATS_CREDS,
 }
 ANYWHERE = "0.0.0.0/0"
-CALLED_SERVICES = {"sqs", "lambda", "logs", "ssm", "secretsmanager", "ecr.api", "ecr.dkr"}
+CALLED_SERVICES = {"sqs", "lambda", "logs", "secretsmanager", "ecr.api", "ecr.dkr"}
 """What runs in the VPC calls: SQS (bridge, functions), Lambda (result -> saga-rollback),
-SSM (API keys), Secrets Manager (Redis token, NATS credentials), Logs and ECR (Fargate)."""
+Secrets Manager (API keys, Redis logins, NATS credentials), Logs and ECR (Fargate);
+no SSM: the gateway reads its keys from Secrets Manager."""
 
 
 def _build(inputs: dict[str, Path], tmp: Path, *, target: bool = True, nag: bool = False,  # noqa: F811
@@ -318,7 +319,7 @@ def test_functions_and_bridge_reach_exactly_what_they_use(own: dict[str, Any]) -
     ids = {name: _logical_id(stack, getattr(network, f"{name}_security_group"))
            for name in ("functions", "bridge", "kernel", "cache", "endpoints")}
     expected = {
-        ("tcp", 443, 443, ids["endpoints"]),  # SQS, Lambda, SSM, Secrets Manager, ...
+        ("tcp", 443, 443, ids["endpoints"]),  # SQS, Lambda, Secrets Manager, ...
         ("tcp", REDIS_PORT, REDIS_PORT, ids["cache"]),
         ("tcp", KERNEL_PORT, KERNEL_PORT, ids["kernel"]),
         ("tcp", 4222, 4222, "10.42.0.0/16"),  # NATS, inside the VPC in endpoints mode

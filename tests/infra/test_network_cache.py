@@ -29,7 +29,8 @@ from tests.infra.test_synth import (
 
 cdk = pytest.importorskip("aws_cdk")
 from aws_cdk.assertions import Match, Template  # noqa: E402
-from cordum_infra.cache import AUTH_SECRET_ENV, AUTH_TOKEN_SPECIALS, REDIS_PORT  # noqa: E402
+from cordum_infra.cache import AUTH_SECRET_ENV, REDIS_PORT  # noqa: E402
+from cordum_infra.cache_users import PASSWORD_SPECIALS  # noqa: E402
 from cordum_infra.functions import ALL_FUNCTIONS  # noqa: E402
 from cordum_infra.nag import add_checks  # noqa: E402
 from cordum_infra.network import KERNEL_PORT  # noqa: E402
@@ -37,9 +38,10 @@ from cordum_infra.settings import ContextError  # noqa: E402
 from cordum_infra.stack import CordumServerlessStack  # noqa: E402
 
 KERNEL_ADDR = "10.0.0.11:50051"
-INTERFACE_SERVICES = {"sqs", "lambda", "logs", "ssm", "secretsmanager", "ecr.api", "ecr.dkr"}
+INTERFACE_SERVICES = {"sqs", "lambda", "logs", "secretsmanager", "ecr.api", "ecr.dkr"}
 """What Cordum calls from inside the VPC: queues, the saga-rollback invoke, Fargate logs,
-the API keys, the Redis token and NATS credentials, image pulls (no EventBridge, no STS:
+the API keys, the Redis logins and NATS credentials, image pulls (no EventBridge, no STS,
+no SSM:
 tests/infra/test_deploy_network.py)."""
 ANYWHERE = "0.0.0.0/0"
 
@@ -120,9 +122,9 @@ def _endpoints(tpl: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def _secret_id(stack: CordumServerlessStack) -> str:
+def _secret_id(stack: CordumServerlessStack, role: str = "functions") -> str:
     assert stack.cache is not None
-    return _logical_id(stack, stack.cache.auth_secret)
+    return _logical_id(stack, stack.cache.users.secret(role))
 
 
 def _statements_of(tpl: dict[str, Any], role_ref: dict[str, Any]) -> list[dict[str, Any]]:
@@ -261,13 +263,14 @@ def test_the_groups_are_distinct_and_exposed_for_the_services(either: dict[str, 
 # --- cache -------------------------------------------------------------------------------
 
 
-def test_replication_group_is_multi_az_tls_encrypted_with_an_auth_token(
+def test_replication_group_is_multi_az_tls_encrypted_with_users(
     endpoints: dict[str, Any],
 ) -> None:
     template, tpl, stack = endpoints["template"], endpoints["json"], endpoints["stack"]
-    secret_id = _secret_id(stack)
+    assert stack.cache is not None
+    group_id = _logical_id(stack, stack.cache.users.group)
     # Then one replication group: Redis 7, failover across zones, TLS required, at rest
-    # encrypted, and its AUTH token is a reference to the secret (never a literal)
+    # encrypted, and its clients log in as the users of its user group (no AUTH token)
     template.resource_count_is("AWS::ElastiCache::ReplicationGroup", 1)
     template.has_resource_properties(
         "AWS::ElastiCache::ReplicationGroup",
@@ -281,12 +284,8 @@ def test_replication_group_is_multi_az_tls_encrypted_with_an_auth_token(
             "TransitEncryptionEnabled": True,
             "TransitEncryptionMode": "required",
             "AtRestEncryptionEnabled": True,
-            "AuthToken": {
-                "Fn::Join": [
-                    "",
-                    ["{{resolve:secretsmanager:", {"Ref": secret_id}, ":SecretString:::}}"],
-                ]
-            },
+            "UserGroupIds": [{"Ref": group_id}],
+            "AuthToken": Match.absent(),
         },
     )
     # And its subnet group is the two private subnets
@@ -310,20 +309,24 @@ def test_cache_never_evicts_a_key(endpoints: dict[str, Any]) -> None:
     assert rg["CacheParameterGroupName"] == {"Ref": group_id}
 
 
-def test_auth_token_is_generated_without_characters_elasticache_rejects(
+def test_passwords_are_generated_without_characters_elasticache_rejects(
     endpoints: dict[str, Any],
 ) -> None:
     tpl, stack = endpoints["json"], endpoints["stack"]
-    secret = tpl["Resources"][_secret_id(stack)]["Properties"]
-    generated = secret["GenerateSecretString"]
-    # Then the token is a plain string (no JSON template) of a length ElastiCache accepts
-    assert "SecretStringTemplate" not in generated and "GenerateStringKey" not in generated
-    assert 16 <= generated["PasswordLength"] <= 128
-    # And the only punctuation it may contain is ElastiCache's ! & # $ ^ < > -
-    excluded = set(generated["ExcludeCharacters"])
-    assert excluded == set(string.punctuation) - set("!&#$^<>-")
-    assert set(AUTH_TOKEN_SPECIALS) == set("!&#$^<>-")
-    assert generated.get("IncludeSpace") is False
+    for role in ("functions", "bridge", "kernel", "worker"):
+        secret = tpl["Resources"][_secret_id(stack, role)]["Properties"]
+        generated = secret["GenerateSecretString"]
+        # Then each user's secret is a JSON login: its user name, and a password of a
+        # length ElastiCache accepts under "password"
+        template = json.loads(generated["SecretStringTemplate"])
+        assert template == {"username": stack.cache.users.users[role].name}, role
+        assert generated["GenerateStringKey"] == "password"
+        assert 16 <= generated["PasswordLength"] <= 128
+        # And the only punctuation it may contain is ElastiCache's ! & # $ ^ < > -
+        excluded = set(generated["ExcludeCharacters"])
+        assert excluded == set(string.punctuation) - set("!&#$^<>-")
+        assert set(PASSWORD_SPECIALS) == set("!&#$^<>-")
+        assert generated.get("IncludeSpace") is False
 
 
 def test_every_function_is_told_the_secret_and_may_read_it(endpoints: dict[str, Any]) -> None:

@@ -336,9 +336,13 @@ def test_bridge_gets_redis_nats_and_both_queues(kernel: dict[str, Any]) -> None:
     assert env["SUBMIT_QUEUE_URL"] == {"Ref": _logical_id(stack, stack.submit_queue.queue)}
     assert env["RESULT_QUEUE_URL"] == {"Ref": _logical_id(stack, stack.result_queue.queue)}
     assert env["AWS_REGION"] == {"Ref": "AWS::Region"}
-    # And gets the Redis AUTH token as an ECS secret, never as a plain variable
-    secret = {"Ref": _logical_id(stack, stack.cache.auth_secret)}
-    assert bridge["Secrets"] == [{"Name": "REDIS_AUTH_TOKEN", "ValueFrom": secret}]
+    # And logs in to Redis as the bridge's user: its name in the environment, the
+    # password from that user's secret as an ECS secret, never as a plain variable
+    secret = {"Ref": _logical_id(stack, stack.cache.users.secret("bridge"))}
+    assert env["REDIS_USERNAME"] == "cordum-bridge"
+    assert bridge["Secrets"] == [
+        {"Name": "REDIS_AUTH_TOKEN", "ValueFrom": {"Fn::Join": ["", [secret, ":password::"]]}}
+    ]
     assert not any("TOKEN" in name for name in env)
 
 
@@ -513,10 +517,13 @@ def test_every_client_trusts_only_the_issued_ca(kernel: dict[str, Any]) -> None:
 def test_kernel_counts_velocity_in_the_stacks_redis(kernel: dict[str, Any]) -> None:
     tpl, stack = kernel["json"], kernel["stack"]
     _, container = _containers(tpl)[KERNEL_CONTAINER]
-    # Then it has the cache's TLS URL and its AUTH token as an ECS secret
+    # Then it has the cache's TLS URL, its own user and that user's password as an
+    # ECS secret
     assert _env(container)["REDIS_URL"] == stack.resolve(stack.cache.url)
+    assert _env(container)["REDIS_USERNAME"] == "cordum-kernel"
     secrets = {s["Name"]: s["ValueFrom"] for s in container["Secrets"]}
-    assert secrets["REDIS_AUTH_TOKEN"] == {"Ref": _logical_id(stack, stack.cache.auth_secret)}
+    secret = {"Ref": _logical_id(stack, stack.cache.users.secret("kernel"))}
+    assert secrets["REDIS_AUTH_TOKEN"] == {"Fn::Join": ["", [secret, ":password::"]]}
     # And its tasks may reach the cache, which admits them
     task_sg = _logical_id(stack, stack.services.kernel.task_security_group)
     cache_sg = _logical_id(stack, stack.network.cache_security_group)

@@ -177,6 +177,33 @@ def test_job_on_topic_queue_group_is_answered() -> None:
     run(scenario())
 
 
+def test_a_burst_of_jobs_is_served_within_one_redis_connection_per_slot() -> None:
+    async def scenario() -> None:
+        async with echo_env() as env:
+            # Given a worker of 3 slots
+            worker = await start_worker(env)
+            reqs = [env.job() for _ in range(24)]
+            for req in reqs:
+                await env.redis.set(context_key(req.job_id), json.dumps({"n": 1}), ex=60)
+            results = env.results_for(*(r.job_id for r in reqs))
+            await env.nc.subscribe(SUBJECT_RESULT, cb=results.on_message)
+            # When 24 jobs arrive at once
+            for req in reqs:
+                await env.nc.publish(env.topic, packet(trace_id="t", sender_id="s",
+                                                       job_request=req).SerializeToString())
+            await env.nc.flush()
+            answered = await results.wait(len(reqs), timeout=10.0)
+            # Then every one succeeds, over at most one connection per slot and one more
+            assert {p.job_result.status for p in answered} == {JobStatus.JOB_STATUS_SUCCEEDED}
+            pool = worker._redis.connection_pool
+            opened = len(pool._available_connections) + len(pool._in_use_connections)
+            assert 1 <= opened <= 3 + 1
+            # And the pool itself refuses a fifth, whatever a later change does to slots
+            assert pool.max_connections == 3 + 1
+
+    run(scenario())
+
+
 def test_heartbeats_carry_worker_fields_and_active_jobs() -> None:
     async def scenario() -> None:
         async with echo_env() as env:

@@ -27,7 +27,9 @@ import pytest
 
 from cordum import runtime
 from cordum.bus.bridge import ensure_stream_when_ready, until_stopped
+from cordum.bus.settings import load_bridge_settings
 from cordum.config import load_settings
+from cordum.protocol import SUBJECT_SUBMIT
 from cordum.safety.kernel_pki import issue
 
 pytestmark = pytest.mark.skipif(shutil.which("nats-server") is None, reason="no nats-server")
@@ -231,25 +233,28 @@ def test_three_nodes_route_over_tls_and_keep_a_replicated_stream_with_one_lost(
         url = ",".join(n.url for n in nodes)
 
         async def replicated() -> tuple[int, int]:
-            from nats.js.api import StreamConfig
-
             nc = await runtime.connect_nats(_settings(url, pki.ca_pem), name="test")
             try:
+                # When the bridge creates the job stream with JOB_STREAM_REPLICAS=3 (the
+                # stack's setting for its cluster)
                 js = nc.jetstream(timeout=5)
-                info = await js.add_stream(StreamConfig(
-                    name="TLS_TEST", subjects=["cordum.test.r3"], num_replicas=3))
+                replicas_wanted = load_bridge_settings(
+                    {"SUBMIT_QUEUE_URL": "s", "RESULT_QUEUE_URL": "r",
+                     "JOB_STREAM_REPLICAS": "3"}).stream_replicas
+                name = await ensure_stream_when_ready(js, replicas=replicas_wanted)
+                info = await js.stream_info(name)
                 replicas = 1 + len(info.cluster.replicas or []) if info.cluster else 1
-                await js.publish("cordum.test.r3", b"1")
-                # When one node goes, the other two keep the stream writable
+                await js.publish(SUBJECT_SUBMIT, b"1")
+                # And one node goes, the other two keep the stream writable
                 nodes[2].process.terminate()
                 nodes[2].process.wait(5)
                 for _ in range(40):
                     try:
-                        await js.publish("cordum.test.r3", b"2", timeout=1)
+                        await js.publish(SUBJECT_SUBMIT, b"2", timeout=1)
                         break
                     except Exception:
                         await asyncio.sleep(0.25)
-                return replicas, (await js.stream_info("TLS_TEST")).state.messages
+                return replicas, (await js.stream_info(name)).state.messages
             finally:
                 await nc.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import time
+from dataclasses import replace
 
 import pytest
 import redis
@@ -13,6 +14,7 @@ from redis.retry import Retry
 
 from cordum import protocol  # noqa: F401  (makes cordum.agent.v1 importable)
 from cordum.config import ConfigError
+from cordum.redis_acl import KERNEL, setuser_args
 from cordum.safety.kernel_service import PolicyKernel
 from cordum.safety.policy_file import Policy
 from cordum.safety.velocity import (
@@ -220,3 +222,32 @@ def test_velocity_from_env():
     assert shared.key_prefix == "cordum:safety:velocity:"
     with pytest.raises(ConfigError, match="REDIS_URL"):
         velocity_from_env({"REDIS_URL": "http://localhost:6379"})
+
+
+def test_velocity_from_env_logs_in_as_the_kernels_user(unique):
+    # Given the kernel's ACL user (cordum.redis_acl.KERNEL's rules) under a name of
+    # this test's own, as ElastiCache and the local stack create it
+    admin = redis.Redis.from_url(REDIS_URL)
+    name, password = f"test-kernel-{unique}", f"pw-{unique}-0123456789"
+    admin.execute_command("ACL", "SETUSER", *setuser_args(replace(KERNEL, name=name), password))
+    try:
+        env = {"REDIS_URL": REDIS_URL, "REDIS_USERNAME": name, "REDIS_AUTH_TOKEN": password}
+        # When the kernel counts with REDIS_USERNAME and REDIS_AUTH_TOKEN (its ECS task's)
+        shared = velocity_from_env(env)
+        assert isinstance(shared, RedisVelocityCounter)
+        counts = [shared.record(f"rule-{unique}", "tenant-a", f"j{i}", 60.0) for i in range(2)]
+        # Then the windows are counted in Redis, as that user, not in the process
+        assert counts == [1, 2]
+        assert not shared.degraded
+        assert admin.keys(f"{VELOCITY_KEY_PREFIX}*{unique}*")
+        # And Redis saw that user connect (not the default user with a password)
+        assert f"user={name} " in admin.execute_command("CLIENT", "LIST").decode()
+        # And a wrong password for it is refused: the in-process windows count instead
+        refused = velocity_from_env({**env, "REDIS_AUTH_TOKEN": "wrong-password-0123456"})
+        refused.record(f"rule-{unique}", "tenant-a", "j9", 60.0)
+        assert refused.degraded
+    finally:
+        admin.execute_command("ACL", "DELUSER", name)
+        for key in admin.scan_iter(f"{VELOCITY_KEY_PREFIX}*{unique}*"):
+            admin.delete(key)
+        admin.close()

@@ -86,11 +86,13 @@ def test_kernel_serves_tls_from_secrets_and_counts_velocity_in_the_stacks_redis(
     assert not {"SAFETY_KERNEL_TLS_CERT", "SAFETY_KERNEL_TLS_KEY"} & set(env)
     # And no private key is anywhere in the template
     assert "PRIVATE KEY" not in json.dumps(tpl)
-    # And the kernel counts velocity in the stack's Redis, over TLS, with the AUTH token
+    # And the kernel counts velocity in the stack's Redis, over TLS, as its own user
     assert env["REDIS_URL"] == stack.resolve(stack.cache.url)
     assert json.dumps(env["REDIS_URL"]).startswith('{"Fn::Join": ["", ["rediss://"')
-    assert secrets["REDIS_AUTH_TOKEN"] == {"Ref": stack.resolve(
-        stack.get_logical_id(stack.cache.auth_secret.node.default_child))}
+    assert env["REDIS_USERNAME"] == "cordum-kernel"
+    secret = {"Ref": stack.resolve(
+        stack.get_logical_id(stack.cache.users.secret("kernel").node.default_child))}
+    assert secrets["REDIS_AUTH_TOKEN"] == {"Fn::Join": ["", [secret, ":password::"]]}
 
 
 def test_every_function_and_the_bridge_refuse_a_plaintext_kernel(aws: dict[str, Any]) -> None:

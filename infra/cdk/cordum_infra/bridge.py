@@ -86,6 +86,7 @@ class BridgeService(Construct):
             dockerfile=BRIDGE_DOCKERFILE,
             cpu=BRIDGE_CPU,
             memory_mib=BRIDGE_MEMORY_MIB,
+            redis_role="bridge",
             environment={
                 "REDIS_URL": shared.redis_url,
                 "NATS_URL": nats_url,

@@ -7,23 +7,23 @@ ElastiCache Serverless is cluster-mode only and would fail those scripts with
 CROSSSLOT.
 
 Clients connect over TLS to the primary endpoint (a DNS name that follows a
-failover) and authenticate with an AUTH token generated in Secrets Manager:
-the template holds only a reference to the secret, never the token. A client
-reads it from the secret named by REDIS_AUTH_SECRET_ARN, or is given it as
-REDIS_AUTH_TOKEN (an ECS task secret), see ``cordum.runtime.redis_client``.
+failover) and log in as one of the users of ``cordum_infra.cache_users`` (one per
+kind of client, each allowed only what it does), whose passwords are generated in
+Secrets Manager: the template holds only references to the secrets. A function
+reads its login from the secret named by REDIS_AUTH_SECRET_ARN; a Fargate task is
+given REDIS_USERNAME and REDIS_AUTH_TOKEN (an ECS task secret), see
+``cordum.runtime.redis_credentials``.
 """
 
 from __future__ import annotations
 
-import string
-
 from aws_cdk import Acknowledgment, CfnDeletionPolicy, Fn, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticache as elasticache
-from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from cordum_infra.cache_config import CacheConfig
+from cordum_infra.cache_users import CacheUsers
 
 MAXMEMORY_POLICY = "noeviction"
 """A full cache refuses writes instead of evicting keys: the default policy
@@ -56,27 +56,17 @@ MAINTENANCE_WINDOW = "sun:05:00-sun:06:00"
 """Weekly, UTC, one hour after the snapshot window ends: a patch that fails over the
 group never meets a snapshot in progress."""
 
-AUTH_TOKEN_LENGTH = 64
-"""ElastiCache accepts 16 to 128 characters."""
-AUTH_TOKEN_SPECIALS = "!&#$^<>-"
-"""The only punctuation ElastiCache accepts in an AUTH token."""
-AUTH_TOKEN_EXCLUDED = "".join(c for c in string.punctuation if c not in AUTH_TOKEN_SPECIALS)
-"""Every other printable punctuation character (``/``, ``"``, ``@``, ``%`` ...),
-kept out of the generated token."""
-
-AUTH_SECRET_ENV = "REDIS_AUTH_SECRET_ARN"
-"""Environment variable naming the token's secret to a client (cordum.config)."""
-
-AUTH_SECRET_ROTATION_REASON = (
-    "ElastiCache offers no managed rotation for a Redis AUTH token: a rotation is "
-    "ModifyReplicationGroup with AuthTokenUpdateStrategy=ROTATE (old and new token "
-    "both accepted), then restarting the clients, which read the token once per "
-    "container, then SET. It is an operator procedure, not a rotation function."
+USERS_NOT_TOKEN_REASON = (
+    "Clients log in as ElastiCache users (RBAC, a user group), the successor of the "
+    "single AUTH token the rule looks for: one user per kind of client, each allowed "
+    "only its keys and commands (cordum_infra.cache_users); the default user is off."
 )
 
+AUTH_SECRET_ENV = "REDIS_AUTH_SECRET_ARN"
+"""Environment variable naming a login's secret to a client (cordum.config)."""
 
 class RedisCache(Construct):
-    """Replication group, its subnet and parameter groups and its AUTH token secret.
+    """Replication group, its subnet and parameter groups, its users and their secrets.
 
     The security group is the network's ``cache_security_group``, which
     decides who may connect; this construct only attaches it.
@@ -96,21 +86,8 @@ class RedisCache(Construct):
         config = config or CacheConfig()
         self.config = config
         self.security_group = security_group
-        self.auth_secret = secretsmanager.Secret(
-            self,
-            "AuthToken",
-            description="AUTH token of the Cordum Redis replication group",
-            generate_secret_string=secretsmanager.SecretStringGenerator(
-                password_length=AUTH_TOKEN_LENGTH,
-                exclude_characters=AUTH_TOKEN_EXCLUDED,
-                include_space=False,
-                require_each_included_type=True,
-            ),
-        )
-        """Plain-string secret holding the token; grant read to every Redis client."""
-        Validations.of(self.auth_secret).acknowledge(
-            Acknowledgment(id="AwsSolutions-SMG4", reason=AUTH_SECRET_ROTATION_REASON)
-        )
+        self.users = CacheUsers(self, "Users", engine=config.engine)
+        """One user per kind of client; ``users.secret(role)`` holds its login."""
         subnet_group = elasticache.CfnSubnetGroup(
             self,
             "SubnetGroup",
@@ -140,8 +117,8 @@ class RedisCache(Construct):
             transit_encryption_enabled=True,
             transit_encryption_mode="required",
             at_rest_encryption_enabled=True,
-            # A dynamic reference, resolved by CloudFormation at deploy time.
-            auth_token=self.auth_secret.secret_value.unsafe_unwrap(),
+            # Users, not one AUTH token: a worker's login cannot touch a job's meta.
+            user_group_ids=[self.users.group.ref],
             port=REDIS_PORT,
             cache_subnet_group_name=subnet_group.ref,
             cache_parameter_group_name=self.parameter_group.ref,
@@ -150,6 +127,9 @@ class RedisCache(Construct):
             snapshot_window=SNAPSHOT_WINDOW,
             preferred_maintenance_window=MAINTENANCE_WINDOW,
             auto_minor_version_upgrade=True,
+        )
+        Validations.of(self.replication_group).acknowledge(
+            Acknowledgment(id="AwsSolutions-AEC6", reason=USERS_NOT_TOKEN_REASON)
         )
         # The job store is the only copy of every job, approval and DLQ entry: a stack
         # delete, or a change that replaces the group (node type of another family,
@@ -168,4 +148,4 @@ class RedisCache(Construct):
                 self.replication_group.attr_primary_end_point_port,
             ],
         )
-        """``rediss://<primary endpoint>:<port>``: follows failovers (DNS); no token in it."""
+        """``rediss://<primary endpoint>:<port>``: follows failovers (DNS); no login in it."""

@@ -20,9 +20,9 @@ from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from cordum_infra.cache_users import CacheUsers
 from cordum_infra.functions import LOG_RETENTION
 from cordum_infra.settings import REPO_ROOT
 
@@ -40,8 +40,10 @@ lists what the images copy; these are the folders that would make a synth copy
 hundreds of megabytes)."""
 
 REDIS_AUTH_TOKEN_ENV = "REDIS_AUTH_TOKEN"
-"""The Redis AUTH token of the bridge and the kernel, injected by ECS from the cache's
+"""The Redis password of the bridge and the kernel, injected by ECS from their user's
 secret (cordum.config, cordum.safety.velocity)."""
+REDIS_USERNAME_ENV = "REDIS_USERNAME"
+"""The Redis user that password belongs to (not a secret: the task definition names it)."""
 
 SERVICE_TASKS = 2
 """Fewest tasks per service: one per zone, so a zone (or a task) lost leaves one
@@ -109,8 +111,8 @@ class SharedServiceSettings:
     """``x86_64`` or ``arm64``: the image build platform and the Fargate CPU."""
     log_level: str
     redis_url: str
-    redis_auth_secret: secretsmanager.ISecret | None
-    """The cache's AUTH token secret; None when the stack's Redis has none."""
+    redis_users: CacheUsers | None
+    """The cache's users and their secrets; None when the stack's Redis has none."""
 
 
 def task_definition(
@@ -142,14 +144,16 @@ def service_container(
     cpu: int,
     memory_mib: int,
     environment: dict[str, str],
+    redis_role: str,
     **options: Any,
 ) -> ecs.ContainerDefinition:
     """The one essential container `name` of a new task definition (``Task``) in `scope`.
 
     Its image is `dockerfile` built at deploy time, its logs go to ``/cordum/<name>``
-    (``Logs``), and the Redis AUTH token, when the cache has one, reaches it as
-    REDIS_AUTH_TOKEN: ECS reads the secret at task start with the execution role,
-    so neither the template nor the task definition holds it. `options` go to
+    (``Logs``), and, when the cache has users, it logs in as `redis_role`'s user
+    (cordum_infra.cache_users): REDIS_USERNAME names it, REDIS_AUTH_TOKEN is its
+    password, which ECS reads from the user's secret at task start with the execution
+    role, so neither the template nor the task definition holds it. `options` go to
     ``add_container`` (ports, health check).
     """
     architecture = shared.architecture
@@ -162,7 +166,12 @@ def service_container(
         retention=SERVICE_LOG_RETENTION,
         removal_policy=RemovalPolicy.DESTROY,
     )
-    secret = shared.redis_auth_secret
+    secrets = None
+    if shared.redis_users is not None:
+        user = shared.redis_users.users[redis_role]
+        environment = {**environment, REDIS_USERNAME_ENV: user.name}
+        secret = shared.redis_users.secret(redis_role)
+        secrets = {REDIS_AUTH_TOKEN_ENV: ecs.Secret.from_secrets_manager(secret, "password")}
     return task.add_container(
         name,
         image=ecs.ContainerImage.from_asset(str(REPO_ROOT), **_asset(dockerfile, architecture)),
@@ -170,11 +179,7 @@ def service_container(
         stop_timeout=STOP_TIMEOUT,
         environment=environment,
         logging=ecs.LogDrivers.aws_logs(stream_prefix=name, log_group=log_group),
-        secrets=(
-            {REDIS_AUTH_TOKEN_ENV: ecs.Secret.from_secrets_manager(secret)}
-            if secret is not None
-            else None
-        ),
+        secrets=secrets,
         **options,
     )
 

@@ -9,8 +9,8 @@ logs in; plaintext ``nats://`` and anonymous access are for local stacks only
   the stack generates. The clients get the CA as NATS_TLS_CA.
 - An existing cluster (``natsUrl=tls://...``): its credentials (``.creds`` text, or
   JSON ``{"username", "password"}``) in a Secrets Manager secret named by
-  ``natsCredentialsSecretArn``. The clients verify the server against the system
-  trust store.
+  ``natsCredentialsSecretArn``. The clients verify the server against the CA of
+  ``natsCa`` when given (NATS_TLS_CA), else the system trust store.
 
 Either way the clients are told the credentials' secret ARN in
 NATS_CREDS_SECRET_ARN and may read exactly that secret; the value never passes
@@ -41,7 +41,8 @@ class NatsCredentials(Construct):
     """The secret holding the NATS credentials of the stack's clients, and the CA they trust.
 
     `secret_arn`: a complete ARN given by the operator; or `secret`: the stack's own.
-    `ca_pem`: the CA of the stack's own cluster; None trusts the system store.
+    `ca_pem`: the CA of the stack's own cluster, or the one ``natsCa`` names; None
+    trusts the system store.
     """
 
     def __init__(

@@ -78,9 +78,8 @@ INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
     # The Fargate tasks' awslogs driver (a function's own log lines leave
     # through the Lambda service, not its network interface).
     "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
-    # cordum.gateway.auth: the API keys parameter.
-    "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
-    # cordum.runtime, cordum.gateway.auth, ECS secrets: Redis token, NATS credentials.
+    # cordum.runtime, cordum.gateway.auth, ECS secrets: the API keys, the Redis
+    # users' logins, NATS credentials.
     "SecretsManager": ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
     # Fargate image pulls (the layers themselves come from S3).
     "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
@@ -90,7 +89,9 @@ INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
 about USD 14.60 a month each in two zones. No EventBridge endpoint (the schedules
 are rules that EventBridge itself fires; no code in the VPC puts events) and no
 STS endpoint (Lambda and ECS hand their roles' credentials over without an STS
-call from the VPC; no code assumes a role)."""
+call from the VPC; no code assumes a role) and no SSM endpoint (the gateway reads
+its keys from Secrets Manager; an SSM parameter, CORDUM_API_KEYS_SSM_PARAMETER, is
+for stacks with egress=nat)."""
 
 LITERAL_ZONE_LINT = {"config": {"ignore_checks": ["W3010"]}}
 """cfn-lint metadata of the stack's subnets: W3010 ("avoid hardcoding availability

@@ -154,6 +154,7 @@ class SafetyKernelService(Construct):
             dockerfile=KERNEL_DOCKERFILE,
             cpu=KERNEL_CPU,
             memory_mib=KERNEL_MEMORY_MIB,
+            redis_role="kernel",
             # Velocity windows in the stack's Redis: one window per rule and key for
             # all tasks, not one per task.
             environment={"LOG_LEVEL": shared.log_level, "REDIS_URL": shared.redis_url},

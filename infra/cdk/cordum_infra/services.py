@@ -13,11 +13,11 @@ from pathlib import Path
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from cordum_infra.bridge import BridgeService
+from cordum_infra.cache_users import CacheUsers
 from cordum_infra.fargate import Scaling, SharedServiceSettings, lambda_image, scale_on_cpu
 from cordum_infra.kernel_tls import KernelTls
 from cordum_infra.safety_kernel import KERNEL_PKI_DOCKERFILE, SafetyKernelService
@@ -43,7 +43,7 @@ class CordumServices(Construct):
         bridge_security_group: ec2.ISecurityGroup,
         kernel_security_group: ec2.ISecurityGroup,
         redis_url: str,
-        redis_auth_secret: secretsmanager.ISecret | None,
+        redis_users: CacheUsers | None,
         nats_url: str,
         submit_queue: sqs.IQueue,
         result_queue: sqs.IQueue,
@@ -71,7 +71,7 @@ class CordumServices(Construct):
             architecture=architecture,
             log_level=log_level,
             redis_url=redis_url,
-            redis_auth_secret=redis_auth_secret,
+            redis_users=redis_users,
         )
         self.kernel: SafetyKernelService | None = None
         if run_kernel:

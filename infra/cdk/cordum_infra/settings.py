@@ -13,6 +13,9 @@ natsCredentialsSecretArn
                     or JSON ``{"username", "password"}``; no redisUrl only):
                     the functions and the bridge get NATS_CREDS_SECRET_ARN and
                     may read it
+natsCa              PEM file of the CA an existing cluster's certificate chains
+                    to (read at synth); its clients then trust that CA alone
+                    (NATS_TLS_CA). Absent: the system trust store
 natsCluster         ``true`` (no redisUrl only): the stack runs a three-node
                     NATS JetStream cluster on Fargate (cordum_infra.nats_cluster:
                     TLS, a generated password, EFS stores kept on delete) and
@@ -164,6 +167,8 @@ class StackSettings:
     """How the stack's VPC reaches AWS APIs: VPC endpoints or a NAT gateway."""
     nats_credentials_secret_arn: str | None = None
     """Secret with the NATS credentials of an existing cluster (AWS stacks only)."""
+    nats_ca: str | None = None
+    """PEM of the CA an existing cluster's certificate chains to (``natsCa``)."""
     dev_nats: bool = False
     """The stack runs a single-node NATS for development (``nats_url`` is its name)."""
     nats_cluster: bool = False
@@ -257,11 +262,11 @@ class StackSettings:
                     f"context {key} runs NATS on Fargate in the stack's VPC: it needs an AWS "
                     "stack (no redisUrl)"
                 )
-            if nats_url not in (None, own_url) or nats_creds is not None:
+            if nats_url not in (None, own_url) or nats_creds is not None or get("natsCa"):
                 raise ContextError(
                     f"context {key}=true runs the stack's own NATS at {own_url} with "
-                    "credentials it generates: give no other natsUrl and no "
-                    "natsCredentialsSecretArn with it"
+                    "credentials and a CA it generates: give no other natsUrl, no "
+                    "natsCredentialsSecretArn and no natsCa with it"
                 )
             nats_url = own_url
         if nats_url is None:
@@ -288,7 +293,10 @@ class StackSettings:
         safety = get("safetyKernelAddr")
         if safety is None and redis_url is not None:
             safety = LOCAL_SAFETY_KERNEL_ADDR
-        safety_ca = _safety_kernel_ca(get("safetyKernelCa"))
+        safety_ca = _ca_file("safetyKernelCa", get("safetyKernelCa"))
+        nats_ca = _ca_file("natsCa", get("natsCa"))
+        if nats_ca is not None and not nats_url.startswith("tls://"):
+            raise ContextError("context natsCa is the CA of a tls:// natsUrl: give tls:// URL(s)")
 
         log_level = (get("logLevel") or "INFO").upper()
         if log_level not in LOG_LEVELS:
@@ -334,6 +342,7 @@ class StackSettings:
             "architecture": architecture,
             "egress": egress,
             "nats_credentials_secret_arn": nats_creds,
+            "nats_ca": nats_ca,
             "dev_nats": dev_nats == "true",
             "nats_cluster": nats_cluster == "true",
             "output_policy": output_policy == "true",
@@ -362,17 +371,17 @@ def _check_outside_nats(nats_url: str, creds_arn: str | None) -> None:
         )
 
 
-def _safety_kernel_ca(value: str | None) -> str | None:
-    """The PEM text of the ``safetyKernelCa`` file, checked to hold a certificate."""
+def _ca_file(key: str, value: str | None) -> str | None:
+    """The PEM text of the CA file context `key` names, checked to hold a certificate."""
     if value is None:
         return None
     path = Path(value).expanduser()
     try:
         text = path.read_text().strip()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ContextError(f"context safetyKernelCa: cannot read {path}: {exc}") from exc
+        raise ContextError(f"context {key}: cannot read {path}: {exc}") from exc
     if not text.startswith("-----BEGIN CERTIFICATE-----") or "PRIVATE KEY" in text:
         raise ContextError(
-            f"context safetyKernelCa: {path} must hold the CA certificate (PEM) and nothing else"
+            f"context {key}: {path} must hold the CA certificate (PEM) and nothing else"
         )
     return text

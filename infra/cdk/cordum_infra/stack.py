@@ -128,7 +128,7 @@ class CordumServerlessStack(Stack):
                 bridge_security_group=self.network.bridge_security_group,
                 kernel_security_group=self.network.kernel_security_group,
                 redis_url=redis_url,
-                redis_auth_secret=self.cache.auth_secret,
+                redis_users=self.cache.users,
                 nats_url=settings.nats_url,
                 submit_queue=self.submit_queue.queue,
                 result_queue=self.result_queue.queue,
@@ -171,12 +171,18 @@ class CordumServerlessStack(Stack):
                     # CloudFormation starts the bridge once every node runs.
                     service.node.add_dependency(nats_tls.resource)
                     self.services.bridge.service.node.add_dependency(service)
+                # The job stream the bridge creates keeps a copy on every node: a
+                # node lost (or replaced by a deploy) loses no job.
+                self.services.bridge.container.add_environment(
+                    "JOB_STREAM_REPLICAS", str(settings.nats_nodes)
+                )
                 nats_credentials = NatsCredentials(
                     self, "NatsCredentials", secret=self.nats.credentials, ca_pem=self.nats.ca_pem
                 )
             elif settings.nats_credentials_secret_arn is not None:
                 nats_credentials = NatsCredentials(
-                    self, "NatsCredentials", secret_arn=settings.nats_credentials_secret_arn
+                    self, "NatsCredentials", secret_arn=settings.nats_credentials_secret_arn,
+                    ca_pem=settings.nats_ca,
                 )
         assert safety_kernel_addr is not None
         # AWS: the kernel is reached over TLS only, verified against its CA. A local
@@ -229,10 +235,12 @@ class CordumServerlessStack(Stack):
         )
 
         if self.cache is not None:
-            # Every function talks to Redis: each reads the AUTH token once per container.
+            # Every function talks to Redis as the functions' user: each reads that
+            # user's login once per container.
+            functions_login = self.cache.users.secret("functions")
             for fn in self.functions.by_module.values():
-                fn.add_environment(AUTH_SECRET_ENV, self.cache.auth_secret.secret_arn)
-                self.cache.auth_secret.grant_read(fn)
+                fn.add_environment(AUTH_SECRET_ENV, functions_login.secret_arn)
+                functions_login.grant_read(fn)
 
         if nats_credentials is not None and self.services is not None:
             for fn in self.functions.by_module.values():

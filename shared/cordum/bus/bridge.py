@@ -85,7 +85,7 @@ async def until_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | None:
     return None
 
 
-async def ensure_stream_when_ready(js: nats.js.JetStreamContext) -> str:
+async def ensure_stream_when_ready(js: nats.js.JetStreamContext, *, replicas: int = 1) -> str:
     """The job stream, asked for again every STREAM_RETRY_S until JetStream answers.
 
     The bridge may start with its NATS (a stack's first deploy): a connected server
@@ -96,7 +96,7 @@ async def ensure_stream_when_ready(js: nats.js.JetStreamContext) -> str:
 
     while True:
         try:
-            return await ensure_stream(js)
+            return await ensure_stream(js, replicas=replicas)
         except Exception as exc:
             log.warning("job stream not ready, retrying: %s: %s", type(exc).__name__, exc)
             await asyncio.sleep(STREAM_RETRY_S)
@@ -131,7 +131,8 @@ async def serve(
         log.info("cordum-bridge stopped before NATS answered: exit=0")
         return 0
     js = nc.jetstream(timeout=settings.publish_timeout_s)
-    found = await until_stopped(ensure_stream_when_ready(js), stop)
+    found = await until_stopped(
+        ensure_stream_when_ready(js, replicas=bridge.stream_replicas), stop)
     if found is None:
         log.info("cordum-bridge stopped before JetStream answered: exit=0")
         await nc.close()

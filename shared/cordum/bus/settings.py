@@ -17,6 +17,7 @@ ENV_SNAPSHOT_INTERVAL = "WORKER_SNAPSHOT_INTERVAL"
 ENV_LOG_LEVEL = "LOG_LEVEL"
 ENV_HEALTH_FILE = "BRIDGE_HEALTH_FILE"
 ENV_EMF_METRICS = "BRIDGE_EMF_METRICS"
+ENV_STREAM_REPLICAS = "JOB_STREAM_REPLICAS"
 
 
 class BridgeSettings(BaseModel):
@@ -31,6 +32,9 @@ class BridgeSettings(BaseModel):
     container's health check reads it. None: no file (a bridge outside ECS)."""
     emf_metrics: bool = False
     """Write the forwarding lag as EMF lines on stdout, for CloudWatch."""
+    stream_replicas: int = Field(default=1, ge=1, le=5)
+    """Replicas of the job stream when the bridge creates it (JetStream allows 1 to 5):
+    3 on a three-node cluster, so a lost node loses no job."""
 
 
 _BRIDGE_ENV = {
@@ -40,6 +44,7 @@ _BRIDGE_ENV = {
     "log_level": ENV_LOG_LEVEL,
     "health_file": ENV_HEALTH_FILE,
     "emf_metrics": ENV_EMF_METRICS,
+    "stream_replicas": ENV_STREAM_REPLICAS,
 }
 
 

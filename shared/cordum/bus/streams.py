@@ -17,8 +17,13 @@ DUPLICATE_WINDOW_S = 120
 """A re-published job id (Nats-Msg-Id) inside this window is stored once."""
 
 
-async def ensure_stream(js: nats.js.JetStreamContext) -> str:
-    """Create the job stream unless a stream already captures sys.job.submit."""
+async def ensure_stream(js: nats.js.JetStreamContext, *, replicas: int = 1) -> str:
+    """Create the job stream unless a stream already captures sys.job.submit.
+
+    `replicas`: copies JetStream keeps of each message (a three-node cluster: 3, so a
+    node lost loses no job). A stream found already is left as it is: changing its
+    replicas is an operator's ``nats stream edit``, not a start-up side effect.
+    """
     from nats.js.api import RetentionPolicy, StreamConfig
     from nats.js.errors import NotFoundError
 
@@ -33,6 +38,7 @@ async def ensure_stream(js: nats.js.JetStreamContext) -> str:
             retention=RetentionPolicy.WORK_QUEUE,
             max_age=STREAM_MAX_AGE_S,
             duplicate_window=DUPLICATE_WINDOW_S,
+            num_replicas=replicas,
         )
     )
     return STREAM

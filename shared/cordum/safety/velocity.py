@@ -189,11 +189,13 @@ def velocity_from_env(env: Mapping[str, str], *,
 
     # No client-side retries: the fallback answers at once and Redis is tried again
     # after the retry interval, instead of every check waiting out a retry loop.
-    # ElastiCache's AUTH token comes apart from the URL (an ECS secret, never in a
-    # task definition); a token in the URL itself still wins.
+    # ElastiCache's login comes apart from the URL: the kernel's user in
+    # REDIS_USERNAME, its password in REDIS_AUTH_TOKEN (an ECS secret, never in a task
+    # definition); a login in the URL itself still wins.
     client = redis.Redis.from_url(url, socket_timeout=op_timeout_s,
                                   socket_connect_timeout=op_timeout_s,
                                   retry=Retry(NoBackoff(), 0),
+                                  username=env.get("REDIS_USERNAME") or None,
                                   password=env.get("REDIS_AUTH_TOKEN") or None)
     return RedisVelocityCounter(client)
 

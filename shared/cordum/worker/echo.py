@@ -110,10 +110,13 @@ class EchoWorker:
 
         # Before the subscriptions: no job sent earlier can reach this incarnation.
         self._started_at = time.time()
+        # One connection per job slot (a job reads its context, then writes its
+        # result), and one to spare: the slots bound the pool, whatever the load.
         self._redis = aioredis.Redis.from_url(
             self._settings.redis_url,
             socket_timeout=self._settings.store_timeout_s,
             socket_connect_timeout=self._settings.store_timeout_s,
+            max_connections=self.cfg.max_parallel + 1,
         )
 
         self._nc = await runtime.connect_nats(
