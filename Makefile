@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/shared:$(CURDIR)
 export CORDUM_CACHE_DIR := $(CACHE)
 
-.PHONY: setup up down status demo test test-fast e2e layer synth lint bench bench-roundtrips bench-cpu chaos
+.PHONY: setup up down status demo test test-fast test-unit e2e layer synth lint bench bench-roundtrips bench-cpu chaos
 
 ## setup: the project venv (cached by the hash of pyproject.toml), linked as .venv, with
 ## `cordumctl` on its PATH
@@ -51,6 +51,11 @@ test-fast: setup
 	@$(PY) localstack/stack.py services
 	@$(PY) -m pytest -q tests/unit tests/infra tests/integration tests/security
 
+## test-unit: the unit tests alone, with no service (no Redis, no NATS: a unit test that
+## connects to one fails; tests/unit/conftest.py); a few seconds
+test-unit: setup
+	@$(PY) -m pytest -q tests/unit
+
 e2e: setup
 	@$(PY) localstack/stack.py e2e tests/e2e -q
 
@@ -69,7 +74,7 @@ lint: setup
 	@$(PY) -m mypy shared/cordum shared/cordumctl functions
 	@$(PY) -m pytest -q tests/lint
 
-## bench: every budget of DESIGN.md measured beside its floor; rewrites BENCHMARKS.md
+## bench: every budget (docs/operations.md) measured beside its floor; rewrites BENCHMARKS.md
 ## (never part of `make test`; brings the local stack up for items 4 and 6 when it is not up,
 ## and down again after; CORDUM_LOCAL_ENV=<path>/local.env points it at another stack)
 bench: setup

@@ -1,7 +1,8 @@
 """Lambda: job results and cancels from the result queue -> state and result pointer."""
 
+from cordum.lambdas.sqs_batch import VisibilityDelayer, queue_url
 from cordum.logs import setup
-from cordum.scheduler.batch import VisibilityDelayer, process_batch, queue_url
+from cordum.scheduler.batch import process_batch
 from cordum.scheduler.service import default_engine
 
 setup()

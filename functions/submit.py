@@ -1,7 +1,8 @@
 """Lambda: job requests from the submit queue -> policy, routing, dispatch to a worker."""
 
+from cordum.lambdas.sqs_batch import VisibilityDelayer, queue_url
 from cordum.logs import setup
-from cordum.scheduler.batch import VisibilityDelayer, process_batch, queue_url
+from cordum.scheduler.batch import process_batch
 from cordum.scheduler.service import default_engine
 
 setup()

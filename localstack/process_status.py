@@ -15,6 +15,8 @@ from processes import alive, started_at  # localstack/processes.py
 from services import SERVICES, pid_file, read_pid  # localstack/services.py
 from supervisor import Exit, epoch, read_state  # localstack/supervisor.py
 
+from cordumctl.output import duration  # shared/cordumctl/output.py
+
 RUNNING = "running"
 RESTARTING = "restarting"
 """The supervisor runs and waits to start the service's next child."""
@@ -94,25 +96,8 @@ def collect(localstack: Mapping[str, object]) -> list[ProcessRow]:
 # ---------------------------------------------------------------- rendering
 
 
-def duration(seconds: float) -> str:
-    """``0.3 s``, ``41 s``, ``2m 05s``, ``3h 12m``, ``2d 4h``."""
-    seconds = max(0.0, seconds)
-    if seconds < 9.95:  # what rounds to 10.0 reads as 10 s
-        return f"{seconds:.1f} s"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h {minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h"
-
-
 def last_exit_text(last: Exit | None, now: float) -> str:
-    """``SIGKILL 2m 05s ago after 41 s``, or ``-``."""
+    """``SIGKILL 2m05s ago after 41.0s``, or ``-``."""
     if last is None:
         return "-"
     return f"{last.cause} {duration(now - epoch(last.at))} ago after {duration(last.ran_s)}"

@@ -2,7 +2,8 @@
 
 Redis and NATS are started on loopback only when nothing answers at REDIS_URL /
 NATS_URL (their Debian packages are installed when missing); the safety
-kernel, the NATS->SQS bridge and one echo worker run as background processes
+kernel, the NATS->SQS bridge, the live event stream and one echo worker run as
+background processes
 of the project venv's Python, each under a supervisor (supervisor.py) that
 restarts it when it exits. Each has a pid file under .cordum/pids (for our
 services it names the supervisor) and a log under .cordum/logs; stop_process()
@@ -34,7 +35,7 @@ PIDS = STATE / "pids"
 LOGS = STATE / "logs"
 
 SAFETY_KERNEL_ADDR = "127.0.0.1:50051"
-SERVICES = ("safety-kernel", "bridge", "echo-worker")
+SERVICES = ("safety-kernel", "bridge", "stream", "echo-worker")
 """Our long-running processes, in start order (stopped in reverse)."""
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
 START_CHECK_S = 1.0
@@ -230,6 +231,14 @@ def ensure_redis_users(url: str, previous: dict[str, str]) -> dict[str, str]:
 
 WORKER_REDIS_URL = "REDIS_CORDUM_WORKER_URL"
 """Env-file value: the URL the echo worker connects with, as the workers' ACL user."""
+STREAM_REDIS_URL = "REDIS_CORDUM_STREAM_URL"
+"""Env-file value: the URL the stream connects with, as its ACL user."""
+STREAM_PORT = 8090
+"""The live event stream's port on loopback (CORDUM_STREAM_URL in the env file)."""
+
+
+def stream_url() -> str:
+    return f"http://127.0.0.1:{STREAM_PORT}"
 
 
 # ---------------------------------------------------------------- services
@@ -261,20 +270,25 @@ def start_services(values: dict[str, str], outputs: dict[str, str]) -> None:
         "safety-kernel": [py, "-m", "cordum.safety.kernel", "--addr", SAFETY_KERNEL_ADDR],
         "bridge": [py, "-m", "cordum.bus.bridge"],
         "echo-worker": [py, "-m", "cordum.worker.echo"],
+        "stream": [py, "-m", "cordum.stream"],
+    }
+    own_env = {
+        # The worker reads ctx:* and writes res:* only (cordum.redis_acl.WORKERS).
+        "echo-worker": {"WORKER_ID": echo_worker_id(),
+                        "REDIS_URL": values.get(WORKER_REDIS_URL) or env["REDIS_URL"]},
+        # The stream reads anywhere and writes its event logs only (redis_acl.STREAM);
+        # it takes the gateway's keys.
+        "stream": {"REDIS_URL": values.get(STREAM_REDIS_URL) or env["REDIS_URL"],
+                   "STREAM_HOST": "127.0.0.1", "STREAM_PORT": str(STREAM_PORT),
+                   "CORDUM_API_KEYS": values.get("CORDUM_API_KEYS", "")},
     }
     for name in SERVICES:
         if stop_process(name):
             step(f"restarting {name}")
         else:
             step(f"starting {name}")
-        spawn(
-            name,
-            [py, str(SUPERVISOR), "--name", name, "--", *argv[name]],
-            # The worker reads ctx:* and writes res:* only (cordum.redis_acl.WORKERS).
-            {**env, "WORKER_ID": echo_worker_id(),
-             "REDIS_URL": values.get(WORKER_REDIS_URL) or env["REDIS_URL"]}
-            if name == "echo-worker" else env,
-        )
+        spawn(name, [py, str(SUPERVISOR), "--name", name, "--", *argv[name]],
+              {**env, **own_env.get(name, {})})
     time.sleep(START_CHECK_S)
     for name in SERVICES:
         if not running_first_child(name):

@@ -27,7 +27,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "localstack"), str(ROOT / "infra" / "cdk")]
+sys.path[:0] = [str(ROOT / "localstack"), str(ROOT / "infra" / "cdk"), str(ROOT / "shared")]
 
 import launcher  # noqa: E402  (localstack/launcher.py)
 import process_status  # noqa: E402  (localstack/process_status.py)
@@ -47,6 +47,7 @@ from services import (  # noqa: E402  (localstack/services.py)
     start_services,
     step,
     stop_process,
+    stream_url,
 )
 
 ENV_FILE = STATE / "local.env"
@@ -58,6 +59,8 @@ TENANT = "default"
 ADMIN_PRINCIPAL = "local-admin"
 APPROVER_PRINCIPAL = "local-approver"
 """A second admin: approving a job takes another identity than the one that submitted it."""
+OTHER_TENANT = "tenant-b"
+"""The tenant of CORDUM_OTHER_TENANT_KEY, a user key that must never see ``default``'s work."""
 
 
 # ---------------------------------------------------------------- env file
@@ -89,6 +92,9 @@ def api_keys(values: dict[str, str]) -> str:
          "principal_id": ADMIN_PRINCIPAL},
         {"key": values["CORDUM_APPROVER_KEY"], "tenant": TENANT, "role": "admin",
          "principal_id": APPROVER_PRINCIPAL},
+        # A user of a second tenant: what tenant isolation is shown with.
+        {"key": values["CORDUM_OTHER_TENANT_KEY"], "tenant": OTHER_TENANT, "role": "user",
+         "principal_id": "other-tenant-user"},
     ])
 
 
@@ -195,6 +201,9 @@ def up(run_demo: bool = True) -> dict[str, str]:
         "CORDUM_API_KEY": previous.get("CORDUM_API_KEY") or "ck_" + secrets.token_hex(16),
         "CORDUM_APPROVER_KEY": previous.get("CORDUM_APPROVER_KEY")
         or "ck_" + secrets.token_hex(16),
+        "CORDUM_OTHER_TENANT_ID": OTHER_TENANT,
+        "CORDUM_OTHER_TENANT_KEY": previous.get("CORDUM_OTHER_TENANT_KEY")
+        or "ck_" + secrets.token_hex(16),
     }
     ensure_redis(values["REDIS_URL"])
     values.update(ensure_redis_users(values["REDIS_URL"], previous))
@@ -224,14 +233,17 @@ def up(run_demo: bool = True) -> dict[str, str]:
         endpoint=values["LOCALSTACK_URL"],
     )
     values["CORDUM_API_URL"] = api_url(outputs, values["LOCALSTACK_URL"])
+    values["CORDUM_STREAM_URL"] = stream_url()
     write_env(values)
     step(f"wrote {ENV_FILE.relative_to(ROOT)}")
 
-    start_services(values, outputs)
+    # The stream checks the gateway's keys (not written to the env file).
+    start_services({**values, "CORDUM_API_KEYS": api_keys(values)}, outputs)
     step("waiting for the worker's first heartbeat in the registry snapshot")
     wait_for_worker(values, echo_worker_id())
     print(
         f"\nCordum Serverless is up.\n  API: {values['CORDUM_API_URL']}\n"
+        f"  live events: {values['CORDUM_STREAM_URL']}/api/v1/stream\n"
         f"  env: {ENV_FILE}  (source it: set -a; . {ENV_FILE}; set +a)\n",
         flush=True,
     )

@@ -1,4 +1,5 @@
-"""Shared fixtures. Integration tests use the real Redis and NATS (REDIS_URL / NATS_URL)."""
+"""Shared fixtures. Integration tests use the real Redis and NATS (REDIS_URL / NATS_URL),
+on a Redis database of their own (``REDIS_URL`` here: tests/redis_db.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,36 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests import redis_db
 from tests.helpers import serving_kernel
 
 if TYPE_CHECKING:
     from tests.workflow_harness import WorkflowStack
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+SERVER_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+"""The Redis server the tests use; they keep out of its db 0 (a local stack's)."""
+ACL_REDIS_URL = redis_db.with_db(SERVER_REDIS_URL, 0)
+"""For a client logging in as one of Cordum's ACL users, which may not SELECT (as on
+ElastiCache, which has db 0 only): such a test touches only keys named after itself."""
 NATS_URL = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
+
+
+def __getattr__(name: str) -> str:
+    # ``REDIS_URL``: the tests' own database, claimed (and emptied) on first use, so a
+    # run of the unit tests alone claims nothing.
+    if name == "REDIS_URL":
+        return redis_db.claim(SERVER_REDIS_URL)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@pytest.fixture
+def own_redis_env(monkeypatch: pytest.MonkeyPatch) -> str:
+    """REDIS_URL in the environment is the tests' own database during the test: a client
+    the runtime builds from the environment, or a process the test starts, uses it too.
+    (The integration and security suites use it on every test.)"""
+    url = redis_db.claim(SERVER_REDIS_URL)
+    monkeypatch.setenv("REDIS_URL", url)
+    return url
 
 
 @pytest.fixture

@@ -33,9 +33,10 @@ REQUEST_ID = "test-request-1"
 """The ``requestContext.requestId`` of every event: the gateway answers it as X-Request-Id."""
 
 TOMBSTONE_TTL_S = 900
-"""How long a forgotten job stays known as CANCELLED: a stack running beside the tests
-consumes sys.job.submit too, and a request it handles late must find the job over
-instead of creating it anew."""
+"""How long a forgotten job stays known as CANCELLED: sys.job.submit is shared, and a
+request for it that a handler of the tests takes late must find the job over instead
+of creating it anew. (A local stack running beside the tests reads its own database,
+not the tests': tests/redis_db.py.)"""
 
 
 # --------------------------------------------------------------------------- time
@@ -108,7 +109,7 @@ def gateway_process() -> Iterator[None]:
     dependencies dropped, so that the next test reads its environment anew."""
     from cordum import config, runtime
     from cordum.bus.streams import ensure_stream
-    from cordum.gateway import deps
+    from cordum.gateway.core import deps
 
     runtime.run(ensure_stream(runtime.run(runtime.jetstream())))
     try:

@@ -26,11 +26,11 @@ from cordum import protocol
 from cordum.bus.publisher import NatsPublisher
 from cordum.bus.workflow_events import RunEvent
 from cordum.config import PoolsConfig, load_settings
+from cordum.errors import RetryAfter
 from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
 from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
-from cordum.scheduler.errors import RetryAfter
 from cordum.scheduler.saga import Saga
 from cordum.scheduler.strategy import LeastLoadedStrategy
 from cordum.store.indexes import JobIndexes
@@ -39,7 +39,8 @@ from cordum.store.locks import JobLocks
 from cordum.workflow.definition_store import DefinitionStore
 from cordum.workflow.runner import WorkflowRunner
 from cordum.workflow.store import WorkflowStore
-from tests.conftest import NATS_URL, REDIS_URL
+from tests import conftest
+from tests.conftest import NATS_URL
 
 
 @dataclass
@@ -96,11 +97,14 @@ class Rollbacks:
 
 
 class WorkflowStack:
-    def __init__(self, kernel_addr: str, *, topics: tuple[str, ...] = ()) -> None:
+    def __init__(self, kernel_addr: str, *, topics: tuple[str, ...] = (),
+                 redis_url: str | None = None) -> None:
+        """On ``redis_url``, else the tests' own Redis database (tests/conftest.py)."""
         self.unique = uuid.uuid4().hex[:10]
         self.tenant = f"t-{self.unique}"
-        self.redis = aioredis.Redis.from_url(REDIS_URL)
-        cfg = load_settings(env={"REDIS_URL": REDIS_URL, "NATS_URL": NATS_URL})
+        redis_url = redis_url or conftest.REDIS_URL
+        self.redis = aioredis.Redis.from_url(redis_url)
+        cfg = load_settings(env={"REDIS_URL": redis_url, "NATS_URL": NATS_URL})
         self.publisher = NatsPublisher(cfg)
         self.queue = EventQueue()
         self.snapshot_key = f"test:snapshot:{self.unique}"

@@ -4,6 +4,10 @@
     python infra/cdk/costs.py                      # egress=endpoints and egress=nat
     python infra/cdk/costs.py -c natsCluster=true  # any context, as for cdk deploy
 
+The sample shape runs the live event stream (a sample streamCertificateArn in the
+sample account and region): its tasks and its Application Load Balancer are
+priced; a stack deployed without a certificate has neither.
+
 Synthesizes the AWS shape offline (no credentials, no Docker, cdk-nag off),
 counts what is billed by the hour or the month in the template (cache nodes,
 Fargate vCPU and GB, load balancers, endpoints, NAT gateways, secrets, keys,
@@ -26,87 +30,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HOURS = 730
-MINUTES = HOURS * 60
-GB = 1024**3
-
-PRICES: dict[str, float] = {
-    "fargate_vcpu_hour": 0.04048, "fargate_gb_hour": 0.004445,          # Linux x86_64
-    "fargate_vcpu_hour_arm": 0.03238, "fargate_gb_hour_arm": 0.00356,   # Linux arm64
-    "lambda_gb_s": 0.0000166667, "lambda_gb_s_arm": 0.0000133334,
-    "lambda_request": 0.20 / 1e6,
-    "nlb_hour": 0.0225,                       # + LCUs, about 0 at these rates
-    "interface_endpoint_zone_hour": 0.01, "endpoint_gb": 0.01,
-    "nat_hour": 0.045, "nat_gb": 0.045,
-    "public_ipv4_hour": 0.005,                # the NAT gateway's Elastic IP
-    "secret_month": 0.40,
-    "kms_key_month": 1.00,
-    "alarm_metric": 0.10,                     # per metric an alarm reads, standard resolution
-    "dashboard_month": 3.00,                  # 3 free per account, counted here
-    "custom_metric_month": 0.30,              # first 10,000 metrics
-    "logs_gb": 0.50,                          # ingestion
-    "api_request": 3.50 / 1e6,                # REST, first 333 million
-    "sqs_request": 0.40 / 1e6,                # standard; first million free per account
-    "xray_trace": 5.00 / 1e6,                 # first 100,000 free per month
-    "efs_gb_month": 0.30,
-    "hosted_zone_month": 0.50,                # a Cloud Map private namespace
-}
-"""us-east-1 list prices in USD."""
-
-CACHE_NODES: dict[str, tuple[float, float]] = {
-    "cache.t4g.micro": (0.5, 0.016),
-    "cache.t4g.small": (1.37, 0.032),
-    "cache.t4g.medium": (3.09, 0.065),
-    "cache.m7g.large": (6.38, 0.158),
-    "cache.r7g.large": (13.07, 0.219),
-    "cache.r7g.xlarge": (26.32, 0.437),
-    "cache.r7g.2xlarge": (52.82, 0.873),
-    "cache.r7g.4xlarge": (105.81, 1.747),
-}
-"""Node type -> (memory GiB, USD per node-hour), Redis OSS on-demand; Valkey nodes
-list 20 % lower (VALKEY_DISCOUNT)."""
-VALKEY_DISCOUNT = 0.8
-BYTES_PER_JOB = 4350
-"""Redis memory of one job in its first day, measured (docs/deploy-sizing.md)."""
-CACHE_USABLE = 0.75 * 0.80
-"""Share of a node's memory the job store may fill: ElastiCache reserves 25 %
-(reserved-memory-percent), and the RedisMemory alarm fires at 80 % of the rest."""
-
-TICK_SECONDS = {"reconciler_tick": 31.0, "replayer_tick": 31.0, "workflow_tick": 50.0}
-"""Billed seconds of one tick invocation (one a minute each): the reconciler and the
-replayer tick twice, 30 s apart; the workflow tick ticks every few seconds until
-its deadline, 52 s in."""
-DEFAULT_TICK_SECONDS = 50.0
-
-ESM_POLL_REQUESTS_PER_MINUTE = 15
-"""An SQS event source keeps 5 pollers in 20 s long polls while the queue is empty:
-15 ReceiveMessage requests a minute per queue."""
-IDLE_LOG_GB = 1.0
-"""Tick and service log lines, the bridge's EMF metrics (4 a minute per task)."""
-BRIDGE_METRICS = 3
-CONTAINER_INSIGHTS_METRICS = {"cluster": 9, "service": 22}
-"""Custom metrics of standard Container Insights on ECS (cluster level; service plus
-task-definition family level, per service): an estimate, check the first bill."""
-
-# Per job, from BENCHMARKS.md (local stack, 2026-11-26).
-PER_JOB = {
-    # gateway handler, REPORT Duration p50 12 ms, at 1024 MB
-    "gateway_gb_s": 0.012 * 1.0,
-    # submit: receipt to worker publish (dispatch_latency) p50 16 ms, at 1024 MB
-    "submit_gb_s": 0.016 * 1.0,
-    # result: 2.4 ms CPU a job plus 3 Redis round trips; 10 ms assumed, at 512 MB
-    "result_gb_s": 0.010 * 0.5,
-    # access-log line, function log lines, EMF metrics
-    "log_bytes": 2048,
-    # request and result through SQS (and the endpoints or the NAT gateway)
-    "network_bytes": 8192,
-}
-EMF_SERIES_WITH_JOBS = 50
-"""Cordum metric series that receive data once jobs flow: about 5 per topic and status
-for 10 topics (cordum_infra.metrics)."""
-TRACED_FUNCTIONS = 3
-"""Gateway, submit and result: X-Ray records the first request a second and 5 % of
-the rest, per function."""
+from cost_prices import (  # noqa: E402  (infra/cdk, beside this script)
+    ALB_LCUS,
+    ALB_PUBLIC_IPS,
+    BRIDGE_METRICS,
+    BYTES_PER_JOB,
+    CACHE_NODES,
+    CACHE_USABLE,
+    CONTAINER_INSIGHTS_METRICS,
+    DEFAULT_TICK_SECONDS,
+    EMF_SERIES_WITH_JOBS,
+    ESM_POLL_REQUESTS_PER_MINUTE,
+    GB,
+    HOURS,
+    IDLE_LOG_GB,
+    MINUTES,
+    PER_JOB,
+    PRICES,
+    STREAM_METRICS,
+    TICK_SECONDS,
+    TRACED_FUNCTIONS,
+    VALKEY_DISCOUNT,
+)
 
 
 @dataclass
@@ -119,6 +64,10 @@ class Inventory:
     secrets: int = 0
     kms_keys: int = 0
     load_balancers: int = 0
+    application_load_balancers: int = 0
+    """Of ``load_balancers``: the stream's (the rest are network load balancers)."""
+    stream: bool = False
+    """The template runs the live event stream (its container ``stream``)."""
     nat_gateways: int = 0
     public_ips: int = 0
     interface_endpoint_zones: int = 0
@@ -175,7 +124,11 @@ def inventory(template: Mapping[str, Any]) -> Inventory:
     inv.dashboards = len(of("AWS::CloudWatch::Dashboard"))
     inv.secrets = len(of("AWS::SecretsManager::Secret"))
     inv.kms_keys = len(of("AWS::KMS::Key"))
-    inv.load_balancers = len(of("AWS::ElasticLoadBalancingV2::LoadBalancer"))
+    balancers = of("AWS::ElasticLoadBalancingV2::LoadBalancer").values()
+    inv.load_balancers = len(balancers)
+    inv.application_load_balancers = sum(
+        1 for b in balancers if b.get("Type", "application") == "application"
+    )
     inv.nat_gateways = len(of("AWS::EC2::NatGateway"))
     inv.public_ips = len(of("AWS::EC2::EIP"))
     inv.interface_endpoint_zones = sum(
@@ -195,6 +148,9 @@ def inventory(template: Mapping[str, Any]) -> Inventory:
         inv.fargate_gb += count * int(task["Memory"]) / 1024
         inv.arm64 = inv.arm64 or "ARM64" in str(task.get("RuntimePlatform", ""))
         inv.ecs_services += 1
+        inv.stream = inv.stream or any(
+            c.get("Name") == "stream" for c in task.get("ContainerDefinitions", [])
+        )
     inv.insight_clusters = sum(
         1 for c in of("AWS::ECS::Cluster").values()
         if any(s.get("Value") == "enabled" for s in c.get("ClusterSettings", []))
@@ -257,8 +213,15 @@ def monthly(inv: Inventory, *, jobs: int) -> list[Row]:
         f"{inv.fargate_gb:g} GB running, per vCPU-hour and GB-hour",
         HOURS * (inv.fargate_vcpu * p[f"fargate_vcpu_hour{arm}"]
                  + inv.fargate_gb * p[f"fargate_gb_hour{arm}"]))
-    add("Network Load Balancer", f"{inv.load_balancers}, per hour", inv.load_balancers
+    network_lbs = inv.load_balancers - inv.application_load_balancers
+    add("Network Load Balancer", f"{network_lbs}, per hour", network_lbs
         * p["nlb_hour"] * HOURS)
+    add("Application Load Balancer",
+        f"{inv.application_load_balancers} (the stream's), per hour, about {ALB_LCUS:g} "
+        f"LCU and {ALB_PUBLIC_IPS} public IPv4 each",
+        inv.application_load_balancers * HOURS
+        * (p["alb_hour"] + ALB_LCUS * p["alb_lcu_hour"]
+           + ALB_PUBLIC_IPS * p["public_ipv4_hour"]))
     add("VPC interface endpoints",
         f"{inv.interface_endpoint_zones} endpoint-zones, per endpoint-zone-hour",
         inv.interface_endpoint_zones * p["interface_endpoint_zone_hour"] * HOURS)
@@ -277,7 +240,8 @@ def monthly(inv: Inventory, *, jobs: int) -> list[Row]:
     insight_metrics = (inv.insight_clusters * CONTAINER_INSIGHTS_METRICS["cluster"]
                        + (inv.ecs_services if inv.insight_clusters else 0)
                        * CONTAINER_INSIGHTS_METRICS["service"])
-    emf = BRIDGE_METRICS + (EMF_SERIES_WITH_JOBS if jobs else 0)
+    emf = (BRIDGE_METRICS + (STREAM_METRICS if inv.stream else 0)
+           + (EMF_SERIES_WITH_JOBS if jobs else 0))
     add("CloudWatch metrics", f"Container Insights ~{insight_metrics}, Cordum's {emf}, "
         "per metric-month", (insight_metrics + emf) * p["custom_metric_month"])
     polls = inv.event_sources * ESM_POLL_REQUESTS_PER_MINUTE * MINUTES
@@ -329,6 +293,7 @@ def synth_template(context: Mapping[str, str]) -> dict[str, Any]:
     sys.path.insert(0, str(here))
     os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
     import aws_cdk as cdk
+    from cordum_infra.network_settings import deployment_target
     from cordum_infra.settings import StackSettings
     from cordum_infra.stack import STACK_NAME, CordumServerlessStack
     from synth import app_context
@@ -339,7 +304,11 @@ def synth_template(context: Mapping[str, str]) -> dict[str, Any]:
         ctx = {"layerPath": str(layer), **app_context({}), **context}
         app = cdk.App(context=ctx, outdir=str(Path(tmp) / "cdk.out"))
         settings = StackSettings.from_context(app.node, code_staging_dir=Path(tmp) / "code")
-        CordumServerlessStack(app, STACK_NAME, settings=settings)
+        # Bound to the context's account and region when it names them, as app.py
+        # binds it (the stream's load balancer needs its region).
+        target = deployment_target(lambda key: app.node.try_get_context(key), {})
+        env = cdk.Environment(account=target[0], region=target[1]) if target else None
+        CordumServerlessStack(app, STACK_NAME, settings=settings, env=env)
         return dict(app.synth().get_stack_by_name(STACK_NAME).template)
 
 
@@ -348,6 +317,16 @@ SAMPLE_CONTEXT = {
     "natsCredentialsSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:nats-AbCdEf",
 }
 """An outside NATS cluster (TLS, credentials): the AWS shape without NATS of its own."""
+SAMPLE_STREAM = {
+    "account": "123456789012",
+    "region": "us-east-1",
+    "streamCertificateArn": (
+        "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+    ),
+}
+"""The live event stream, in the sample account and region (whose lookups
+tests/infra/fixtures/cdk.context.json answers); left out when the context names
+another account or region."""
 VOLUMES = {"idle": 0, "1M jobs": 1_000_000, "100M jobs": 100_000_000}
 
 
@@ -381,7 +360,8 @@ def main(argv: list[str] | None = None) -> None:
     shapes = [{"egress": "endpoints"}, {"egress": "nat"}] if "egress" not in given else [{}]
     own_nats = any(given.get(k, "").lower() == "true" for k in ("natsCluster", "devNats"))
     for shape in shapes:
-        context = {**({} if own_nats else SAMPLE_CONTEXT), **shape, **given}
+        sample_stream = {} if {"account", "region"} & set(given) else SAMPLE_STREAM
+        context = {**({} if own_nats else SAMPLE_CONTEXT), **sample_stream, **shape, **given}
         inv = inventory(synth_template(context))
         print(f"\n### {', '.join(f'{k}={v}' for k, v in {**shape, **given}.items())}\n")
         print(table(inv))

@@ -33,11 +33,19 @@ SAMPLE_TARGET = {"account": "123456789012", "region": "us-east-1"}
 """Account and region of the AWS shapes: AWS's documentation account id, never a
 real one, so no lookup of a real deploy can collide with the fixture's."""
 
+SAMPLE_STREAM_CERTIFICATE = (
+    "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+)
+"""An ACM certificate ARN in SAMPLE_TARGET (never a real one): both AWS shapes run the
+live event stream behind its load balancer, so make synth checks it in both."""
+
 SYNTH_SHAPES: dict[str, dict[str, str]] = {
-    # The stack's own VPC (chosen block and zones) and its own NATS cluster.
+    # The stack's own VPC (chosen block and zones, public subnets added for the
+    # stream's load balancer) and its own NATS cluster.
     "aws": {
         **SAMPLE_TARGET,
         "natsCluster": "true",
+        "streamCertificateArn": SAMPLE_STREAM_CERTIFICATE,
         "vpcCidr": "10.40.0.0/16",
         "availabilityZones": "us-east-1a,us-east-1b",
     },
@@ -52,6 +60,9 @@ SYNTH_SHAPES: dict[str, dict[str, str]] = {
         ),
         # The outside cluster's private CA (a sample certificate, no key anywhere).
         "natsCa": str(FIXTURES / "nats-ca.pem"),
+        # The stream's load balancer in the VPC's public subnets, at a name of its own.
+        "streamCertificateArn": SAMPLE_STREAM_CERTIFICATE,
+        "streamDomain": "stream.example.com",
     },
     "local": {"redisUrl": "redis://127.0.0.1:6379", "natsUrl": "nats://127.0.0.1:4222"},
 }

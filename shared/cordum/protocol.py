@@ -79,6 +79,9 @@ SUBJECT_DLQ = "sys.job.dlq"
 SUBJECT_PROGRESS = "sys.job.progress"
 SUBJECT_AUDIT_OUTPUT = "sys.audit.output_policy"
 SUBJECT_WORKFLOW_EVENT = "sys.workflow.event"
+SUBJECT_WORKFLOW_RUN = "sys.workflow.run"
+"""Our own: a run's status and timeline after each change, as JSON (not a BusPacket:
+Cordum sends no run events), for the live stream (cordum.stream)."""
 
 SENDER_GATEWAY = "api-gateway-http"
 SENDER_SCHEDULER = "cordum-scheduler"

@@ -6,7 +6,9 @@ reads its job's context (``GET ctx:<id>``, the pointer it was sent) and writes i
 result (``SET res:<id> ... EX``): its user is allowed exactly that. The control
 plane's users keep the whole keyspace but lose the commands that reconfigure or
 wipe a server (``-@dangerous``: FLUSHALL, CONFIG, DEBUG, KEYS ...), none of which
-Cordum sends. The safety kernel only counts velocity windows under its prefix.
+Cordum sends. The safety kernel only counts velocity windows under its prefix. The
+live event stream reads any key (job metas and results) and writes only its
+per-tenant event logs under ``cordum:stream:``.
 
 The same users exist on ElastiCache (cordum_infra.cache_users, RBAC) and on the
 local stack's Redis (localstack.services, ``ACL SETUSER`` at start), so a worker
@@ -36,7 +38,17 @@ KERNEL = AclUser("cordum-kernel",
 WORKERS = AclUser("cordum-worker", "on %R~ctx:* %W~res:* -@all +get +set +ping")
 """Every worker: read a context payload, write a result payload; nothing else."""
 
-USERS = (FUNCTIONS, BRIDGE, KERNEL, WORKERS)
+STREAM = AclUser("cordum-stream",
+                 "on %R~* ~cordum:stream:* ~cordum:stream-seen:* -@all +@read +evalsha "
+                 "+script|load +xadd +xtrim +expire +set +time +ping +@connection "
+                 "-@dangerous")
+"""The live event stream (cordum.stream): reads job metas and results anywhere
+(``%R~*``); writes only its per-tenant event logs (``cordum:stream:*``) and their
+written-once marks (``cordum:stream-seen:*``), through its append script (EVALSHA,
+SCRIPT LOAD, the script's XADD/XTRIM/EXPIRE/SET/TIME); no other write, no admin
+command (KEYS, CLIENT KILL and the like are ``@dangerous``)."""
+
+USERS = (FUNCTIONS, BRIDGE, KERNEL, WORKERS, STREAM)
 
 
 def setuser_args(user: AclUser, password: str) -> list[str]:

@@ -93,7 +93,9 @@ def parse_time(value: Any) -> datetime | None:
 
 
 def duration(seconds: float | None) -> str:
-    """``4.2s``, ``3m05s``, ``2h07m``."""
+    """``4.2s``, ``3m05s``, ``2h07m``, ``2d04h`` (``-`` for None): how long, read at a
+    glance. cordumctl's tables and watches use it, and ``make status``
+    (localstack/process_status.py) too."""
     if seconds is None:
         return "-"
     seconds = max(0.0, seconds)
@@ -103,7 +105,10 @@ def duration(seconds: float | None) -> str:
     if minutes < 60:
         return f"{minutes}m{secs:02d}s"
     hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
 
 
 def age(value: Any, now: datetime | None = None) -> str:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -18,10 +18,12 @@ from rich.console import Console
 from cordumctl import connection
 from cordumctl.client import ApiClient, RetryPolicy
 from cordumctl.output import Format, Printer, default_format, shown
+from cordumctl.stream import EventStream, ReconnectPolicy, StreamTimeouts
 
 if TYPE_CHECKING:
     import httpx
 
+    from cordumctl.connection import Connection
     from cordumctl.errors import ApiError
 
 
@@ -39,7 +41,15 @@ class Runtime:
     clock: Callable[[], float] = time.monotonic
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     poll_interval_s: float = 1.0
-    """How often ``watch`` asks for the job or run."""
+    """How often ``watch`` asks for the job or run when there is no event stream, and how
+    often a live tree is redrawn when there is."""
+    stream_transport: httpx.BaseTransport | None = None
+    """The event stream's transport; ``None`` is ``transport``'s."""
+    stream_reconnect: ReconnectPolicy = field(default_factory=ReconnectPolicy)
+    stream_timeouts: StreamTimeouts = field(default_factory=StreamTimeouts)
+    stream_idle_reread_s: float = 30.0
+    """A watch on the stream reads the job or run again after this long without an event
+    (a safety net for an event the stream lost)."""
     console: Console | None = None
     err_console: Console | None = None
 
@@ -52,6 +62,7 @@ class Options:
     key: str | None = None
     tenant: str | None = None
     output: Format | None = None
+    stream_url: str | None = None
 
 
 class Session:
@@ -64,18 +75,45 @@ class Session:
         self.err = runtime.err_console or Console(stderr=True, soft_wrap=False)
         self.format = options.output or default_format(self.console)
         self.printer = Printer(self.format, self.console)
+        self._connection: Connection | None = None
         self._client: ApiClient | None = None
+
+    def update(self, name: str, value: Any) -> None:
+        """A global option given after the command's name (``jobs get X --output json``):
+        it counts as if given before it, the later of the two winning."""
+        if self._connection is not None:  # pragma: no cover - options are parsed first
+            raise RuntimeError("a global option came after the connection was made")
+        setattr(self.options, name, value)
+        self.format = self.options.output or default_format(self.console)
+        self.printer = Printer(self.format, self.console)
+
+    @property
+    def connection(self) -> Connection:
+        if self._connection is None:
+            self._connection = connection.resolve(
+                url=self.options.url, key=self.options.key, tenant=self.options.tenant,
+                stream_url=self.options.stream_url, environ=self.runtime.environ,
+                cwd=self.runtime.cwd)
+        return self._connection
 
     @property
     def client(self) -> ApiClient:
         if self._client is None:
-            conn = connection.resolve(url=self.options.url, key=self.options.key,
-                                      tenant=self.options.tenant,
-                                      environ=self.runtime.environ, cwd=self.runtime.cwd)
-            self._client = ApiClient(conn, transport=self.runtime.transport,
+            self._client = ApiClient(self.connection, transport=self.runtime.transport,
                                      retry=self.runtime.retry, sleep=self.runtime.sleep,
                                      on_retry=self._retrying)
         return self._client
+
+    def stream(self, path: str, params: Mapping[str, str | None] | None = None, *,
+               last_event_id: str = "", end_is_final: bool = False,
+               on_reconnect: Callable[[str, float], None] | None = None) -> EventStream:
+        """An event stream of this principal at the stream's URL (not yet connected)."""
+        transport = self.runtime.stream_transport or self.runtime.transport
+        return EventStream(self.connection.for_stream(), path, params,
+                           last_event_id=last_event_id, end_is_final=end_is_final,
+                           transport=transport, timeouts=self.runtime.stream_timeouts,
+                           reconnect=self.runtime.stream_reconnect, sleep=self.runtime.sleep,
+                           on_reconnect=on_reconnect)
 
     def _retrying(self, error: ApiError, delay: float) -> None:
         self.err.print(shown(f"{error.line()}; retrying in {delay:g}s", "yellow"),

@@ -57,7 +57,8 @@ class Bench:
         from cordum import protocol, runtime
         from cordum.bus.publisher import NatsPublisher
         from cordum.config import settings
-        from cordum.scheduler.batch import VisibilityDelayer, process_batch
+        from cordum.lambdas.sqs_batch import VisibilityDelayer
+        from cordum.scheduler.batch import process_batch
         from cordum.scheduler.service import default_engine
 
         self.protocol, self.runtime, self.process_batch = protocol, runtime, process_batch

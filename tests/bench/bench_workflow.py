@@ -2,7 +2,7 @@
 ``WorkflowRunner.apply``, on the real Redis and NATS (and the safety kernel, in its
 own process so its CPU is not counted), wired as ``tests/workflow_harness.py`` wires it.
 
-Budgets (ours, in DESIGN.md's words):
+Budgets (ours):
 
 - Redis round trips per workflow step <= 4: per event, the run lock taken by the script
   that reads the run (and the ended job's state and result), the save, and the unlock
@@ -146,7 +146,7 @@ def _held_stack() -> Any:
 
     class HeldStack(WorkflowStack):
         def __init__(self, kernel_addr: str) -> None:
-            super().__init__(kernel_addr)
+            super().__init__(kernel_addr, redis_url=REDIS_URL)
             self.held: list[tuple[Any, Any]] = []
             self.counted_redis = aioredis.Redis.from_url(
                 REDIS_URL, connection_class=CountingConnection)
@@ -186,7 +186,7 @@ def _held_stack() -> Any:
 
         async def apply_one(self, event: RunEvent, runner: WorkflowRunner, last: str
                             ) -> Applied | None:
-            from cordum.scheduler.errors import RetryAfter
+            from cordum.errors import RetryAfter
             from cordum.workflow import keys
 
             counted = runner is self.counted
@@ -239,8 +239,8 @@ def json_floor_ms(raw: bytes | str | None) -> float:
 
 async def measure(kernel_addr: str, steps: int, runs: int) -> tuple[dict[str, Any], dict]:
     """Per run (after one warm-up): the figures' inputs, and what the runs looked like."""
-    from cordum.gateway.auth import Principal
-    from cordum.gateway.workflows import WorkflowService
+    from cordum.gateway.core.auth import Principal
+    from cordum.gateway.workflows.service import WorkflowService
 
     s = _held_stack()(kernel_addr)
     await s.start()

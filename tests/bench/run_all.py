@@ -5,13 +5,17 @@ Each benchmark runs in a fresh interpreter (``python -m tests.bench.<module>
 JSON. Items 4 and 6 need the local stack: the stack named by
 ``CORDUM_LOCAL_ENV`` when it is set (used as it is, never started or stopped
 here), else this checkout's. A stack this run brought up is taken down again
-at the end, as ``make e2e`` does.
+at the end, as ``make e2e`` does; its bridge logs each SQS call
+(BRIDGE_SQS_CALL_LOG=1), which item 4 times apart from our own work. A stack
+already up has its bridge as it was started (``BRIDGE_SQS_CALL_LOG=1 make up``
+for the same).
 
 Knobs (environment): BENCH_ONLY / BENCH_SKIP (comma-separated item names:
 roundtrips, cpu, cold_start, scale, workflow, dispatch, sustained), BENCH_LATENCY_JOBS,
 BENCH_LATENCY_RATE, BENCH_SUSTAINED_JOBS, BENCH_SUSTAINED_CONCURRENCY,
 BENCH_SCALE_JOBS, BENCH_SCALE_RUNS, BENCH_IMPORT_RUNS, BENCH_CPU_BATCHES,
-BENCH_ROUNDTRIP_JOBS, BENCH_WORKFLOW_STEPS, BENCH_WORKFLOW_RUNS, BENCH_OUT (default
+BENCH_ROUNDTRIP_JOBS, BENCH_WORKFLOW_STEPS, BENCH_WORKFLOW_RUNS, BENCH_SQS_FLOOR_BATCH,
+BENCH_SQS_FLOOR_INTERVAL, BENCH_OUT (default
 BENCHMARKS.md at the repo root).
 
 The collected figures are kept in .cordum/bench/last-run.json;
@@ -107,6 +111,7 @@ class Stack:
             say("the local stack is up: using it")
             return
         say("the local stack is not up: bringing it up (taken down again at the end)")
+        os.environ.setdefault("BRIDGE_SQS_CALL_LOG", "1")  # bench_dispatch's SQS call timing
         stack.up(run_demo=False)
         self.started = True
 

@@ -313,15 +313,17 @@ def match_acks(taps: Taps, sent: list[Sent]) -> dict[str, tuple[float, int]]:
 
 
 class LogWindow:
-    """What a function wrote to its log file from now on (the stack's .cordum/logs)."""
+    """What a function (or, by ``pattern``, a service) wrote to its log file from now
+    on (the stack's .cordum/logs)."""
 
-    def __init__(self, function: str) -> None:
+    def __init__(self, function: str, pattern: str = "") -> None:
         self.function = function
+        self.pattern = pattern or f"lambda-*{function}*.log"
         self.path: Path | None = self._find()
         self.offset = self.path.stat().st_size if self.path else 0
 
     def _find(self) -> Path | None:
-        matches = sorted(stack_logs_dir().glob(f"lambda-*{self.function}*.log"))
+        matches = sorted(stack_logs_dir().glob(self.pattern))
         return matches[0] if matches else None
 
     def text(self) -> str:
@@ -357,6 +359,34 @@ def emf_values(text: str, metric: str, **dimensions: str) -> list[float]:
             continue
         value = doc.get(metric)
         out += [float(v) for v in value] if isinstance(value, list) else [float(value)]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SqsCall:
+    """One SendMessageBatch of the bridge, as its call log says (cordum.bus.sqs)."""
+
+    queue: str
+    entries: int
+    started: float
+    """Epoch seconds."""
+    ms: float
+    job_ids: tuple[str, ...]
+
+
+_SQS_CALL = re.compile(r"sqs call SendMessageBatch queue=(\S+) entries=(\d+) "
+                       r"started=([0-9.]+) ms=([0-9.]+) job_ids=(\S*)")
+
+
+def sqs_calls(text: str, queue: str) -> list[SqsCall]:
+    """The bridge's SendMessageBatch calls to ``queue`` (its name), in order.
+
+    Written only by a bridge started with BRIDGE_SQS_CALL_LOG=1."""
+    out = []
+    for m in _SQS_CALL.finditer(text):
+        if m.group(1) == queue:
+            out.append(SqsCall(m.group(1), int(m.group(2)), float(m.group(3)),
+                               float(m.group(4)), tuple(m.group(5).split(","))))
     return out
 
 

@@ -47,6 +47,9 @@ class Stack:
         # A second admin of the tenant: the submitter (``key``) cannot decide its own jobs.
         self.approver_key = env["CORDUM_APPROVER_KEY"]
         self.tenant = env.get("CORDUM_TENANT_ID", "default")
+        self.other_key = env.get("CORDUM_OTHER_TENANT_KEY", "")
+        self.other_tenant = env.get("CORDUM_OTHER_TENANT_ID", "tenant-b")
+        self.stream_url = env.get("CORDUM_STREAM_URL", "")
         self.localstack = env["LOCALSTACK_URL"]
         self.redis_url = os.environ.get("REDIS_URL") or env.get("REDIS_URL",
                                                                 "redis://127.0.0.1:6379")

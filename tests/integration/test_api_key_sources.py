@@ -15,15 +15,15 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from cordum.gateway.auth import (
+from cordum.gateway.core.auth import (
     Authenticator,
     KeyConfigError,
+    KeyLoader,
     KeyRefreshPolicy,
     KeySourceError,
     key_id,
-    load_keys,
 )
-from cordum.gateway.errors import GatewayError as ApiError
+from cordum.gateway.core.errors import GatewayError as ApiError
 
 REGION = "eu-west-1"
 PARAM = "/cordum/api-keys"
@@ -35,13 +35,13 @@ SECRET_KEY = "sk-secret-77aa11bb22cc"
 def test_keys_from_file_and_single_key(tmp_path):
     path = tmp_path / "keys"
     path.write_text("file-key")
-    keys = load_keys({"CORDUM_API_KEY": "single", "CORDUM_API_KEYS_PATH": str(path)})
+    keys = KeyLoader({"CORDUM_API_KEY": "single", "CORDUM_API_KEYS_PATH": str(path)})()
     assert {k.key for k in keys} == {"single", "file-key"}
 
 
 def test_missing_key_file_names_the_variable(tmp_path):
     with pytest.raises(KeySourceError, match="CORDUM_API_KEYS_PATH"):
-        load_keys({"CORDUM_API_KEYS_PATH": str(tmp_path / "absent")})
+        KeyLoader({"CORDUM_API_KEYS_PATH": str(tmp_path / "absent")})()
 
 
 # --- AWS sources (moto) -------------------------------------------------------------------
@@ -102,21 +102,21 @@ def status_for(auth: Authenticator, key: str) -> int:
 
 def test_keys_from_an_ssm_secure_string(aws):
     put_parameter(entries(OLD_KEY))
-    keys = load_keys(env_with(CORDUM_API_KEYS_SSM_PARAMETER=PARAM))
+    keys = KeyLoader(env_with(CORDUM_API_KEYS_SSM_PARAMETER=PARAM))()
     assert [(k.key, k.tenant, k.role) for k in keys] == [(OLD_KEY, "acme", "user")]
 
 
 def test_keys_from_a_secrets_manager_secret(aws):
     arn = create_secret(entries(SECRET_KEY, tenant="globex"))
-    keys = load_keys(env_with(CORDUM_API_KEYS_SECRET_ARN=arn))
+    keys = KeyLoader(env_with(CORDUM_API_KEYS_SECRET_ARN=arn))()
     assert [(k.key, k.tenant) for k in keys] == [(SECRET_KEY, "globex")]
 
 
 def test_every_configured_source_adds_its_keys(aws):
     put_parameter(entries(OLD_KEY))
     arn = create_secret(entries(SECRET_KEY))
-    keys = load_keys(env_with(CORDUM_API_KEYS_SSM_PARAMETER=PARAM, CORDUM_API_KEYS_SECRET_ARN=arn,
-                              CORDUM_API_KEY="plain"))
+    keys = KeyLoader(env_with(CORDUM_API_KEYS_SSM_PARAMETER=PARAM, CORDUM_API_KEYS_SECRET_ARN=arn,
+                              CORDUM_API_KEY="plain"))()
     assert {k.key for k in keys} == {OLD_KEY, SECRET_KEY, "plain"}
 
 
@@ -126,13 +126,13 @@ def test_every_configured_source_adds_its_keys(aws):
 ])
 def test_unreadable_source_names_the_variable_and_the_aws_error(aws, var, value, reason):
     with pytest.raises(KeySourceError, match=f"{var}: {reason}"):
-        load_keys(env_with(**{var: value}))
+        KeyLoader(env_with(**{var: value}))()
 
 
 def test_bad_document_in_a_source_names_that_source(aws):
     put_parameter('[{"tenant": "acme"}]')
     with pytest.raises(KeyConfigError, match="CORDUM_API_KEYS_SSM_PARAMETER entry 0 has no key"):
-        load_keys(env_with(CORDUM_API_KEYS_SSM_PARAMETER=PARAM))
+        KeyLoader(env_with(CORDUM_API_KEYS_SSM_PARAMETER=PARAM))()
 
 
 def test_rotated_key_takes_effect_after_the_ttl(aws, caplog):
@@ -213,7 +213,7 @@ def test_boto3_is_not_imported_without_an_aws_source():
     # A fresh interpreter: this test process imported boto3 for moto already.
     code = (
         "import sys\n"
-        "from cordum.gateway.auth import Authenticator\n"
+        "from cordum.gateway.core.auth import Authenticator\n"
         "auth = Authenticator.from_env({'CORDUM_API_KEYS': 'k'})\n"
         "assert auth.authenticate({'x-api-key': 'k'}).tenant == 'default'\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore')))\n"

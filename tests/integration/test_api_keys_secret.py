@@ -14,15 +14,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from cordum.gateway.auth import (
+from cordum.gateway.core.auth import (
     Authenticator,
     KeyLoader,
     KeyRefreshPolicy,
     KeyRing,
     KeySourceError,
-    load_keys,
 )
-from cordum.gateway.errors import GatewayError
+from cordum.gateway.core.errors import GatewayError
 
 REGION = "eu-west-1"
 TTL_S = "300"
@@ -99,7 +98,7 @@ def status(auth: Authenticator, key: str) -> int:
 def test_keys_from_the_secret_by_name_or_arn(secrets, by):
     name = f"cordum/api-keys-test-{os.getpid()}"
     arn = put(secrets, name, entries(OLD_KEY))
-    keys = load_keys(stack_env(name if by == "name" else arn))
+    keys = KeyLoader(stack_env(name if by == "name" else arn))()
     assert [(k.key, k.tenant) for k in keys] == [(OLD_KEY, "acme")]
 
 
@@ -141,7 +140,7 @@ def test_a_missing_secret_names_the_variable_and_never_a_key(secrets, caplog):
     caplog.set_level(logging.DEBUG)
     reason = "CORDUM_API_KEYS_SECRET_ID: ResourceNotFoundException"
     with pytest.raises(KeySourceError, match=reason):
-        load_keys(stack_env("cordum/absent"))
+        KeyLoader(stack_env("cordum/absent"))()
     # And a gateway without it answers 503 until it can read the keys
     auth = container(stack_env("cordum/absent"), Counting(secrets), Clock())
     assert status(auth, OLD_KEY) == 503
@@ -151,4 +150,4 @@ def test_both_secret_variables_add_their_keys(secrets):
     old_arn = put(secrets, "keys-by-arn", entries(OLD_KEY))
     put(secrets, "keys-by-id", entries(NEW_KEY))
     env = {**stack_env("keys-by-id"), "CORDUM_API_KEYS_SECRET_ARN": old_arn}
-    assert {k.key for k in load_keys(env)} == {OLD_KEY, NEW_KEY}
+    assert {k.key for k in KeyLoader(env)()} == {OLD_KEY, NEW_KEY}

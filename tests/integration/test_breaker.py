@@ -227,8 +227,6 @@ def test_redis_down_falls_back_to_a_local_breaker(aloop):
                for a in admissions)
     assert fourth.kind is AdmissionKind.REJECTED and fourth.source is BreakerSource.LOCAL
     assert shared.state is CircuitState.UNKNOWN
-    local = b.local_state()
-    assert (local.state, local.failures) == (CircuitState.OPEN, 3)
     assert time.monotonic() - started < 1.5
 
 

@@ -41,9 +41,10 @@ from cordum.protocol import Heartbeat, JobRequest, JobResult, JobStatus, packet
 from cordum.registry.ingest import HeartbeatIngest
 from cordum.registry.live import LiveRegistry
 from cordum.registry.writer import SnapshotWriter
+from tests.conftest import NATS_URL, REDIS_URL
 from tests.helpers import eventually, run
 
-SETTINGS = load_settings()
+SETTINGS = load_settings(env={"REDIS_URL": REDIS_URL, "NATS_URL": NATS_URL})
 FAST = ForwardPolicy(fetch_wait_s=0.2, nak_delay_s=0.3, nak_delay_max_s=0.3, error_pause_s=0.1)
 
 
@@ -880,14 +881,14 @@ def test_snapshot_is_not_written_while_another_writer_holds_the_lock() -> None:
 def test_registry_forgets_silent_workers_and_hydrates_fresh_ones() -> None:
     now = [1_000_000.0]
     registry = LiveRegistry(ttl_s=30.0, clock=lambda: now[0])
-    assert registry.observe(Heartbeat(worker_id="a", pool="p", max_parallel_jobs=1)) is True
+    assert registry.record(Heartbeat(worker_id="a", pool="p", max_parallel_jobs=1)).joined
     now[0] += 10
-    assert registry.observe(Heartbeat(worker_id="a", pool="p", max_parallel_jobs=1)) is False
+    assert not registry.record(Heartbeat(worker_id="a", pool="p", max_parallel_jobs=1)).joined
     now[0] += 31
     assert registry.snapshot({}, writer_id="x")["workers"] == []
 
     # A snapshot written by another replica: fresh workers are taken, stale ones not
-    registry.observe(Heartbeat(worker_id="fresh", pool="p", max_parallel_jobs=2, cpu_load=0.5))
+    registry.record(Heartbeat(worker_id="fresh", pool="p", max_parallel_jobs=2, cpu_load=0.5))
     doc = registry.snapshot({"job.t": "p"}, writer_id="x")
     now[0] += 20
     doc["workers"].append(
@@ -895,5 +896,5 @@ def test_registry_forgets_silent_workers_and_hydrates_fresh_ones() -> None:
     )
     other = LiveRegistry(ttl_s=30.0, clock=lambda: now[0])
     assert other.hydrate(doc) == 1
-    assert other.observe(Heartbeat(worker_id="fresh", pool="p")) is False
+    assert not other.record(Heartbeat(worker_id="fresh", pool="p")).joined
     assert other.snapshot({}, writer_id="y")["workers"][0]["worker_id"] == "fresh"

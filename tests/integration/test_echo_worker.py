@@ -33,9 +33,10 @@ from cordum.protocol import (
 from cordum.registry.workers import STARTED_AT_LABEL
 from cordum.worker.echo import EchoWorker
 from cordum.worker.settings import EchoWorkerSettings, load_worker_settings
+from tests.conftest import NATS_URL, REDIS_URL
 from tests.helpers import run
 
-SETTINGS = load_settings()
+SETTINGS = load_settings(env={"REDIS_URL": REDIS_URL, "NATS_URL": NATS_URL})
 
 
 class Collector:

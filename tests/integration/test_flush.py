@@ -33,9 +33,10 @@ from cordum.registry.live import LiveRegistry
 from cordum.registry.pools import pool_serves
 from cordum.registry.writer import SnapshotWriter
 from cordum.store.jobs import JobState, JobStore, NewJob, index_key, meta_key, request_key
+from tests.conftest import NATS_URL, REDIS_URL
 from tests.helpers import eventually, run
 
-SETTINGS = load_settings()
+SETTINGS = load_settings(env={"REDIS_URL": REDIS_URL, "NATS_URL": NATS_URL})
 FLUSH_TEST_DB = 13
 TTL_S = 30.0
 NOW_POLICY = FlushPolicy(settle_s=0.0)
@@ -207,7 +208,7 @@ def test_pool_comes_online_on_its_first_fresh_worker_only() -> None:
 def test_worker_moving_to_an_empty_pool_brings_that_pool_online() -> None:
     clock = Clock()
     registry = LiveRegistry(ttl_s=TTL_S, clock=clock)
-    registry.observe(Heartbeat(worker_id="w", pool="a"))
+    registry.record(Heartbeat(worker_id="w", pool="a"))
 
     seen = registry.record(Heartbeat(worker_id="w", pool="b"))
 

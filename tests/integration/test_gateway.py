@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cordum import config, runtime
-from cordum.gateway import deps
+from cordum.gateway.core import deps
 from tests.conftest import NATS_URL, REDIS_URL
 from tests.helpers import call, event, gateway_process
 

@@ -16,7 +16,7 @@ import pytest
 from cordum import config, protocol, runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, load_settings
-from cordum.gateway import deps
+from cordum.gateway.core import deps
 from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
 from cordum.safety.policy_file import Policy
@@ -424,7 +424,7 @@ def test_reject_denies_the_job_with_a_dlq_entry_and_a_dlq_notice(api):
 def test_rejecting_a_workflow_gate_also_reports_on_the_result_path(api):
     from google.protobuf import json_format
 
-    from cordum.scheduler.jobhash import job_hash
+    from cordum.approval import job_hash
     from cordum.store.jobs import JobState, NewJob
 
     # Stored as the engine leaves a gate job the policy gated: APPROVAL_REQUIRED

@@ -17,7 +17,7 @@ from google.protobuf import json_format
 from cordum import config, protocol, runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, load_settings
-from cordum.gateway import deps
+from cordum.gateway.core import deps
 from cordum.registry.reader import SnapshotReader
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.strategy import LeastLoadedStrategy
@@ -261,7 +261,7 @@ def test_an_entry_whose_job_is_gone_is_shown_to_no_one(api):
 
 
 def test_pages_neither_lose_nor_repeat_entries_with_equal_scores(api):
-    from cordum.gateway.paging import page_newest_first, parse_cursor
+    from cordum.gateway.core.paging import page_newest_first, parse_cursor
 
     key = f"test:index:{api.unique}"
     members = {f"m{i}": 1000 + i // 3 for i in range(8)}  # scores 1000, 1000, 1000, 1001, ...

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from cordum import protocol, runtime
-from cordum.gateway import views
+from cordum.gateway.jobs import views
 from cordum.store.jobs import JobState, meta_key
 from tests.helpers import call, event, gateway_process
 from tests.integration.test_gateway_reads import World, configure

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from cordum import config, runtime
-from cordum.gateway import deps, queries, system, views
+from cordum.gateway.core import deps
+from cordum.gateway.jobs import queries, views
+from cordum.gateway.system import service as system
 from cordum.safety.breaker import INPUT_BREAKER_KEY, OUTPUT_BREAKER_KEY, CircuitBreaker
 from cordum.store.jobs import (
     DLQ_INDEX_KEY,

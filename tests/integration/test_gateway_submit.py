@@ -20,18 +20,19 @@ import redis.asyncio as aioredis
 from google.protobuf import json_format
 
 from cordum import config, protocol, runtime
+from cordum.approval import job_hash
 from cordum.bus.streams import ensure_stream
 from cordum.config import ConfigError
-from cordum.gateway import deps, ratelimit, submit_policy
-from cordum.gateway.auth import Principal
-from cordum.gateway.jobs import JobService
-from cordum.gateway.models import SubmitJobRequest
-from cordum.gateway.ratelimit import RateLimiter, RateLimitPolicy
+from cordum.gateway.core import ratelimit
+from cordum.gateway.core.auth import Principal
+from cordum.gateway.core.ratelimit import RateLimiter, RateLimitPolicy
+from cordum.gateway.jobs import deps, submit_policy
+from cordum.gateway.jobs.models import SubmitJobRequest
+from cordum.gateway.jobs.service import JobService
 from cordum.safety.client import Decision, SafetyVerdict
 from cordum.safety.kernel_service import PolicyKernel
 from cordum.safety.policy_file import Policy
 from cordum.scheduler.engine import Engine
-from cordum.scheduler.jobhash import job_hash
 from cordum.store.idempotency import CLAIM_TTL_S, IdempotencyKeys
 from cordum.store.jobs import META_TTL_S, JobState, JobStore
 from cordum.store.ratelimit import KEY_PREFIX as RATE_KEY_PREFIX
@@ -381,7 +382,7 @@ def test_unreachable_kernel_fails_open_when_configured_and_labels_the_job(gw):
 
 @pytest.mark.parametrize(("mode", "expected"), [("closed", 503), ("open", 200)])
 def test_no_kernel_address_behaves_like_an_unreachable_kernel(gw, caplog, mode, expected):
-    with caplog.at_level(logging.WARNING, logger="cordum.gateway.submit_policy"):
+    with caplog.at_level(logging.WARNING, logger="cordum.gateway.jobs.submit_policy"):
         gw.use_kernel("", POLICY_CHECK_FAIL_MODE=mode)
     assert [r for r in caplog.records if submit_policy.NO_KERNEL_REASON in r.getMessage()]
 
@@ -616,7 +617,7 @@ def test_an_unreachable_redis_lets_requests_through_with_a_warning(aloop, caplog
     limiter = RateLimiter(redis, RateLimitPolicy(rate_per_s=1, burst=1))
     ratelimit._last_warning = float("-inf")
 
-    with caplog.at_level(logging.WARNING, logger="cordum.gateway.ratelimit"):
+    with caplog.at_level(logging.WARNING, logger="cordum.gateway.core.ratelimit"):
         decisions = [aloop.run_until_complete(limiter.admit("k")) for _ in range(3)]
 
     assert all(d.allowed for d in decisions)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cordum import config, runtime
-from cordum.gateway.workflow_dry_run import step_request
+from cordum.gateway.workflows.dry_run import step_request
 from cordum.workflow.definition import Workflow
 from cordum.workflow.model import WorkflowRun
 from tests.helpers import free_port

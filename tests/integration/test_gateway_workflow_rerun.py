@@ -205,10 +205,10 @@ def test_a_rerun_counts_against_the_tenants_open_run_limit(api, monkeypatch):
 
 
 def test_a_rerun_after_an_approved_gate_runs_only_the_failed_step_again(stack, kernel):
-    from cordum.gateway.approvals import ApprovalService
-    from cordum.gateway.auth import Principal
-    from cordum.gateway.models import ApprovalDecisionRequest
-    from cordum.gateway.workflows import WorkflowService
+    from cordum.gateway.approvals.models import ApprovalDecisionRequest
+    from cordum.gateway.approvals.service import ApprovalService
+    from cordum.gateway.core.auth import Principal
+    from cordum.gateway.workflows.service import WorkflowService
     from cordum.safety.snapshots import KernelSnapshots
     from cordum.store.jobs import JobStore, meta_key
 

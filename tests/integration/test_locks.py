@@ -9,7 +9,7 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
-from cordum.scheduler.errors import RetryAfter
+from cordum.errors import RetryAfter
 from cordum.store.locks import JobLocks, LockPolicy, TtlHoldLock, job_lock_key
 from tests.conftest import REDIS_URL
 from tests.helpers import run
@@ -89,7 +89,7 @@ def test_busy_lock_raises_retry_after_half_a_second_at_the_deadline(env):
     with pytest.raises(RetryAfter) as err:
         env.run(locks.acquire(env.job_id, deadline=time.monotonic() + 0.2))
     elapsed = time.monotonic() - started
-    assert err.value.reason == "job lock busy"
+    assert err.value.reason == f"lock {env.key} busy"
     assert err.value.delay_s == 0.5
     # The caller's deadline, not the 2 s acquire timeout, ended the wait.
     assert 0.15 <= elapsed < 1.0
@@ -123,6 +123,7 @@ def test_redis_failure_on_acquire_raises_retry_after_one_second(env):
     with pytest.raises(RetryAfter) as err:
         env.run(locks.acquire(env.job_id))
     assert err.value.delay_s == 1.0
+    assert err.value.reason.startswith(f"lock {env.key}: ")
     env.run(dead.aclose())
 
 

@@ -33,7 +33,7 @@ from cordum.store.jobs import JobState, JobStore
 from cordum.store.locks import JobLocks
 from tests.conftest import NATS_URL, REDIS_URL
 from tests.helpers import forget_jobs
-from tests.integration.test_engine import collect, delivered, dlq_packets_for, listen
+from tests.integration.test_scheduler_engine import collect, delivered, dlq_packets_for, listen
 
 BEFORE_ANY_JOB_US = 1_009_843_200_000_000
 """2002-01-01T00:00:00Z in µs, the timeout scans' "now": no job stored is that old (nor

@@ -20,12 +20,14 @@ from pydantic import TypeAdapter, ValidationError
 
 from cordum import config, protocol, runtime
 from cordum.gateway import app as gateway
-from cordum.gateway import deps, openapi, openapi_operation, schemas
+from cordum.gateway.core import deps, schemas
+from cordum.gateway.core import openapi as openapi_operation
+from cordum.gateway.docs import openapi
 from cordum.store.jobs import JobState, JobStore, NewJob
 from tests.conftest import NATS_URL, REDIS_URL
 from tests.helpers import event, gateway_process
 
-# The 16 operations of Cordum's API that this gateway serves (gateway-api.md, section 2).
+# The 16 operations of Cordum's API that this gateway serves (the routes of docs/http-api.md).
 CORDUM_OPERATIONS = {
     ("post", "/api/v1/jobs"): "submitJob",
     ("get", "/api/v1/jobs"): "listJobs",
@@ -651,3 +653,17 @@ def test_types_in_the_document_are_the_models_the_run_validates_with():
             assert schema["items"] == openapi.ref(typing.get_args(op.ok)[0].__name__)
         else:
             assert schema == openapi.ref(op.ok.__name__)
+
+
+def test_the_streams_paths_are_documented_as_cordum_streams():
+    doc = openapi.document()
+    for path, op_id in (("/api/v1/stream", "streamEvents"),
+                        ("/api/v1/jobs/{id}/stream", "streamJobEvents")):
+        op = doc["paths"][path]["get"]
+        # Then each says it is served by cordum-stream, as SSE or a WebSocket
+        assert op["operationId"] == op_id and op["tags"] == ["Events"]
+        assert "text/event-stream" in op["responses"]["200"]["content"]
+        assert "cordum-stream" in op["description"]
+        assert "cordum-api-key" in op["description"]
+    filters = {p.get("name") for p in doc["paths"]["/api/v1/stream"]["get"]["parameters"]}
+    assert {"types", "topic", "job_id", "run_id", "since"} <= filters

@@ -2,7 +2,8 @@
 connecting as one: a worker reads contexts and writes results, nothing else.
 
 Each test creates a throwaway user with the rules under test and deletes it after;
-the ``default`` user is never touched.
+the ``default`` user is never touched. The users may not SELECT (ElastiCache has db 0
+only), so these tests run on db 0 (``ACL_REDIS_URL``), on keys named after themselves.
 """
 
 from __future__ import annotations
@@ -16,13 +17,22 @@ import redis.asyncio as aioredis
 
 from cordum import runtime
 from cordum.config import load_settings
-from cordum.redis_acl import BRIDGE, FUNCTIONS, KERNEL, USERS, WORKERS, AclUser, setuser_args
-from tests.conftest import REDIS_URL
+from cordum.redis_acl import (
+    BRIDGE,
+    FUNCTIONS,
+    KERNEL,
+    STREAM,
+    USERS,
+    WORKERS,
+    AclUser,
+    setuser_args,
+)
+from tests.conftest import ACL_REDIS_URL
 
 
 @pytest.fixture
 def admin() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(ACL_REDIS_URL)
     yield client
     client.close()
 
@@ -41,7 +51,7 @@ def _throwaway(admin: redis.Redis, user: AclUser) -> Iterator[tuple[str, str]]:
 def worker(admin: redis.Redis, unique: str) -> Iterator[tuple[redis.Redis, str]]:
     """A client connected as a throwaway user with the workers' rules, and a job id."""
     for name, password in _throwaway(admin, WORKERS):
-        client = redis.Redis.from_url(REDIS_URL, username=name, password=password)
+        client = redis.Redis.from_url(ACL_REDIS_URL, username=name, password=password)
         yield client, f"acl-{unique}"
         client.close()
         admin.delete(f"ctx:acl-{unique}", f"res:acl-{unique}", f"job:meta:acl-{unique}")
@@ -77,7 +87,7 @@ def test_worker_is_refused_the_job_meta(admin, worker) -> None:
 
 def test_kernel_is_kept_to_its_velocity_windows(admin) -> None:
     for name, password in _throwaway(admin, KERNEL):
-        client = redis.Redis.from_url(REDIS_URL, username=name, password=password)
+        client = redis.Redis.from_url(ACL_REDIS_URL, username=name, password=password)
         key = f"cordum:safety:velocity:test:{uuid.uuid4().hex}"
         try:
             assert client.zadd(key, {"a": 1}) == 1
@@ -88,13 +98,36 @@ def test_kernel_is_kept_to_its_velocity_windows(admin) -> None:
             admin.delete(key)
 
 
+def test_stream_reads_job_keys_and_writes_only_its_event_logs(admin, unique) -> None:
+    meta, log = f"job:meta:acl-{unique}", f"cordum:stream:acl-{unique}"
+    admin.hset(meta, "state", "RUNNING")
+    for name, password in _throwaway(admin, STREAM):
+        client = redis.Redis.from_url(ACL_REDIS_URL, username=name, password=password)
+        try:
+            # It reads a job's meta, appends to, trims and expires its event log
+            assert client.hget(meta, "state") == b"RUNNING"
+            assert client.xadd(log, {"event": "job.running"})
+            assert client.xtrim(log, maxlen=100) == 0
+            assert client.expire(log, 60) is True
+            assert len(client.xrange(log)) == 1
+            # And writes nothing else, nor wipes or lists the keyspace
+            refused = (("HSET", meta, "state", "SUCCEEDED"), ("XADD", f"{meta}:x", "*", "a", "1"),
+                       ("DEL", log), ("KEYS", "*"), ("FLUSHALL",))
+            for command in refused:
+                with pytest.raises(redis.exceptions.NoPermissionError):
+                    client.execute_command(*command)
+        finally:
+            client.close()
+            admin.delete(meta, log)
+
+
 def test_kernel_user_runs_the_velocity_script_through_redis(admin) -> None:
     """The kernel's windows are shared only while its script runs as its user: a refused
     command would send every replica back to counting on its own."""
     from cordum.safety.velocity import RedisVelocityCounter
 
     for name, password in _throwaway(admin, KERNEL):
-        client = redis.Redis.from_url(REDIS_URL, username=name, password=password)
+        client = redis.Redis.from_url(ACL_REDIS_URL, username=name, password=password)
         rule = f"acl-{uuid.uuid4().hex[:8]}"
         counter = RedisVelocityCounter(client)
         try:
@@ -110,7 +143,7 @@ def test_kernel_user_runs_the_velocity_script_through_redis(admin) -> None:
 def test_control_plane_users_may_not_wipe_or_reconfigure(admin) -> None:
     for user in (FUNCTIONS, BRIDGE):
         for name, password in _throwaway(admin, user):
-            client = redis.Redis.from_url(REDIS_URL, username=name, password=password)
+            client = redis.Redis.from_url(ACL_REDIS_URL, username=name, password=password)
             try:
                 assert client.ping()
                 for command in (("FLUSHALL",), ("CONFIG", "GET", "maxmemory"), ("KEYS", "*")):
@@ -119,12 +152,12 @@ def test_control_plane_users_may_not_wipe_or_reconfigure(admin) -> None:
             finally:
                 client.close()
     assert {u.name for u in USERS} == {
-        "cordum-functions", "cordum-bridge", "cordum-kernel", "cordum-worker"}
+        "cordum-functions", "cordum-bridge", "cordum-kernel", "cordum-worker", "cordum-stream"}
 
 
 def test_runtime_client_connects_as_the_user_in_its_url(admin, unique, aloop) -> None:
     for name, password in _throwaway(admin, WORKERS):
-        url = REDIS_URL.replace("redis://", f"redis://{name}:{password}@", 1)
+        url = ACL_REDIS_URL.replace("redis://", f"redis://{name}:{password}@", 1)
         cfg = load_settings(env={"REDIS_URL": url})
         runtime.reset()
         try:
@@ -141,7 +174,7 @@ def test_runtime_client_connects_as_the_user_in_its_url(admin, unique, aloop) ->
 
 def test_runtime_client_takes_the_username_setting(admin, unique, aloop) -> None:
     for name, password in _throwaway(admin, WORKERS):
-        cfg = load_settings(env={"REDIS_URL": REDIS_URL, "REDIS_USERNAME": name})
+        cfg = load_settings(env={"REDIS_URL": ACL_REDIS_URL, "REDIS_USERNAME": name})
         # A plain redis:// URL takes no token setting (TLS only): pass it as the
         # token a unix socket or a rediss:// URL would carry, straight to the pool
         runtime.reset()

@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from google.protobuf import json_format
 
 from cordum import protocol
-from cordum.scheduler.errors import RetryAfter
+from cordum.errors import RetryAfter
 from cordum.scheduler.reconciler import ReconcilerTimeouts
 from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy
 from cordum.store.indexes import JobIndexes

@@ -9,7 +9,7 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
-from cordum.scheduler.ticks import run_ticks
+from cordum.lambdas.ticks import run_ticks
 from cordum.store.locks import TtlHoldLock
 from tests.conftest import REDIS_URL
 from tests.helpers import run

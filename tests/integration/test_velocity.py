@@ -23,7 +23,7 @@ from cordum.safety.velocity import (
     VelocityCounter,
     velocity_from_env,
 )
-from tests.conftest import REDIS_URL
+from tests.conftest import ACL_REDIS_URL, REDIS_URL
 
 safety_pb2 = importlib.import_module("cordum.agent.v1.safety_pb2")
 
@@ -226,12 +226,13 @@ def test_velocity_from_env():
 
 def test_velocity_from_env_logs_in_as_the_kernels_user(unique):
     # Given the kernel's ACL user (cordum.redis_acl.KERNEL's rules) under a name of
-    # this test's own, as ElastiCache and the local stack create it
-    admin = redis.Redis.from_url(REDIS_URL)
+    # this test's own, as ElastiCache and the local stack create it (on db 0: the user
+    # may not SELECT another)
+    admin = redis.Redis.from_url(ACL_REDIS_URL)
     name, password = f"test-kernel-{unique}", f"pw-{unique}-0123456789"
     admin.execute_command("ACL", "SETUSER", *setuser_args(replace(KERNEL, name=name), password))
     try:
-        env = {"REDIS_URL": REDIS_URL, "REDIS_USERNAME": name, "REDIS_AUTH_TOKEN": password}
+        env = {"REDIS_URL": ACL_REDIS_URL, "REDIS_USERNAME": name, "REDIS_AUTH_TOKEN": password}
         # When the kernel counts with REDIS_USERNAME and REDIS_AUTH_TOKEN (its ECS task's)
         shared = velocity_from_env(env)
         assert isinstance(shared, RedisVelocityCounter)

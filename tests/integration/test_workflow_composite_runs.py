@@ -166,7 +166,7 @@ def parent_definition(s: WorkflowStack, target: str) -> dict[str, Any]:
 
 
 async def save(s: WorkflowStack, definition: dict[str, Any]) -> None:
-    from cordum.gateway.workflows import WorkflowService
+    from cordum.gateway.workflows.service import WorkflowService
 
     await WorkflowService(s.definitions, s.store, s.runner).save_definition(who(s), definition)
 
@@ -250,8 +250,8 @@ def test_an_output_that_breaks_its_schema_fails_the_step(stack):
 
 
 def test_a_policy_gate_requires_an_approval_before_the_step_runs(stack, kernel):
-    from cordum.gateway.auth import Principal
-    from cordum.gateway.models import ApprovalDecisionRequest
+    from cordum.gateway.approvals.models import ApprovalDecisionRequest
+    from cordum.gateway.core.auth import Principal
 
     loop, s = stack
     definition = {"steps": {"pay": {"topic": "job.echo", "policy_gate": "require_approval",
@@ -281,7 +281,7 @@ def test_a_dry_run_run_dispatches_nothing(stack):
     loop, s = stack
 
     async def scenario() -> Any:
-        from cordum.gateway.workflows import WorkflowService
+        from cordum.gateway.workflows.service import WorkflowService
 
         service = WorkflowService(s.definitions, s.store, s.runner)
         definition = {"id": f"wf-{s.unique}", "name": "dry", **FAN_OUT}

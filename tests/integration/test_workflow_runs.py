@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from cordum import protocol
-from cordum.gateway.auth import Principal
-from cordum.gateway.workflows import WorkflowService
-from cordum.scheduler.errors import RetryAfter
+from cordum.errors import RetryAfter
+from cordum.gateway.core.auth import Principal
+from cordum.gateway.workflows.service import WorkflowService
 from cordum.store.jobs import meta_key
 from cordum.workflow.reconciler import WorkflowReconciler
 from tests.workflow_harness import WorkflowStack
@@ -96,6 +96,39 @@ def test_a_linear_run_dispatches_its_job_through_the_submit_path_and_succeeds(st
     assert "step_dispatched" in seen and "step_completed" in seen
     assert "step_event_emitted" in seen and seen[-1] == "run_status"
     assert all("timestamp" in e and "time" in e for e in timeline)
+
+
+def test_every_change_of_a_run_is_told_on_the_run_subject(stack):
+    loop, s = stack
+
+    async def scenario():
+        # Given a listener on sys.workflow.run, where the live stream reads run news
+        news: list[dict[str, Any]] = []
+
+        async def heard(msg: Any) -> None:
+            doc = json.loads(msg.data)
+            if doc.get("runId") in s.run_ids:
+                news.append(doc)
+
+        await s._nc.subscribe(protocol.SUBJECT_WORKFLOW_RUN, cb=heard)
+        # When a run goes from its start to its end
+        run_id = await start(s, LINEAR, {"amount": 21, "customer": "ada"})
+        await finished(s, run_id)
+        await s._nc.flush()
+        await asyncio.sleep(0.2)
+        return run_id, news
+
+    run_id, news = loop.run_until_complete(scenario())
+    # Then each applied event told its news: the run's id, workflow, tenant and status
+    assert news and all(n["type"] == "workflow.run" and n["runId"] == run_id for n in news)
+    assert {n["workflowId"] for n in news} == {f"wf-{s.unique}"}
+    assert {n["tenantId"] for n in news} == {s.tenant}
+    assert news[0]["status"] == "running" and news[-1]["status"] == "succeeded"
+    # And together they hold the run's timeline as the API serves it, the end last
+    told = [e["type"] for n in news for e in n["events"]]
+    assert "step_dispatched" in told and "step_completed" in told
+    assert told[-1] == "run_status" and news[-1]["events"][-1]["status"] == "succeeded"
+    assert all(n["createdAt"].endswith("Z") for n in news)
 
 
 def test_a_step_job_carries_the_run_in_its_env_labels_and_idempotency_key(stack):
@@ -347,7 +380,7 @@ APPROVAL = {"steps": {
 
 
 def approvals(s: WorkflowStack, kernel_addr: str):
-    from cordum.gateway.approvals import ApprovalService
+    from cordum.gateway.approvals.service import ApprovalService
     from cordum.safety.snapshots import KernelSnapshots
     from cordum.store.jobs import JobStore
 
@@ -357,7 +390,7 @@ def approvals(s: WorkflowStack, kernel_addr: str):
 
 @pytest.mark.parametrize("decision", ["approve", "reject"])
 def test_an_approval_step_waits_for_a_human_on_its_gate_job(stack, kernel, decision):
-    from cordum.gateway.models import ApprovalDecisionRequest
+    from cordum.gateway.approvals.models import ApprovalDecisionRequest
 
     loop, s = stack
     approver = Principal(tenant=s.tenant, role="admin", principal_id=f"approver-{s.unique}")
@@ -375,7 +408,7 @@ def test_an_approval_step_waits_for_a_human_on_its_gate_job(stack, kernel, decis
         service = approvals(s, kernel)
         body = ApprovalDecisionRequest(reason="checked")
         # The run's starter may not decide its own gate; another principal may.
-        from cordum.gateway.errors import Forbidden
+        from cordum.gateway.core.errors import Forbidden
 
         with pytest.raises(Forbidden):
             await service.approve(who(s), gate, body)
@@ -383,7 +416,7 @@ def test_an_approval_step_waits_for_a_human_on_its_gate_job(stack, kernel, decis
         # context document; another tenant sees neither.
         listed = await service.list(approver, 50, "")
         context = await service.context(approver, gate)
-        from cordum.gateway.errors import NotFound
+        from cordum.gateway.core.errors import NotFound
 
         stranger = Principal(tenant=f"other-{s.unique}", role="admin", principal_id="x")
         with pytest.raises(NotFound):
@@ -421,7 +454,7 @@ def test_a_cancel_that_overtakes_its_steps_request_leaves_the_job_cancelled_and_
 
     async def scenario():
         # the engine's record of the step job it sent (saved with its run)
-        from cordum.scheduler.jobhash import job_hash
+        from cordum.approval import job_hash
         from cordum.store.step_jobs import StepJobRecord, step_job_key
 
         record = StepJobRecord(s.tenant, job_id.partition(":")[0], "work", job_hash(req))

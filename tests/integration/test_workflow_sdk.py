@@ -42,7 +42,7 @@ from pydantic import TypeAdapter
 
 from cordum import config, runtime
 from cordum.gateway import app as gateway
-from cordum.gateway import openapi
+from cordum.gateway.docs import openapi
 from cordum.workflow import keys
 from cordum.workflow import model as stored
 from cordum.workflow.model import RunStatus, StepRun, StepStatus, format_time

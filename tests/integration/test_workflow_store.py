@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 
 from cordum.store.errors import LockBusy
 from cordum.store.locks import TtlHoldLock
+from cordum.store.step_jobs import StepJobRecord
 from cordum.workflow import keys
 from cordum.workflow.definition import Workflow, parse_workflow
 from cordum.workflow.definition_store import DefinitionStore
@@ -248,10 +249,11 @@ def test_save_and_load_round_trip_with_outbox_jobs_and_contexts(env):
         await env.store.save(run, timeline=[event(run, 1)], outbox=outbox,
                              jobs={job_id: "a"}, contexts={job_id: '{"n":1}'})
         loaded = await env.store.load(run.id)
-        mapped = await env.store.job_run(job_id)
+        async with env.store.locked_run(run.id, job_id=job_id) as locked:
+            mapped = locked.job.record if locked.job else None
         ctx = await env.redis.get(f"ctx:{job_id}")
         ctx_ttl = await env.redis.ttl(f"ctx:{job_id}")
-        await env.store.clear_outbox(run.id)
+        await env.store.save(run, timeline=[], outbox=None)  # a save without one clears it
         cleared = await env.store.load(run.id)
         unknown = await env.store.load(f"run-{env.unique}-none")
         return loaded, mapped, ctx, ctx_ttl, cleared, unknown
@@ -260,7 +262,8 @@ def test_save_and_load_round_trip_with_outbox_jobs_and_contexts(env):
     assert loaded is not None
     got_run, got_wf, got_outbox = loaded
     assert got_run == run and got_wf == wf and got_outbox == outbox
-    assert mapped == (env.tenant, run.id, "a")
+    assert mapped is not None
+    assert (mapped.tenant, mapped.run_id, mapped.step_path) == (env.tenant, run.id, "a")
     assert ctx == b'{"n":1}' and 24 * 3600 - 5 < ctx_ttl <= 24 * 3600
     assert cleared is not None and cleared[2] is None
     assert unknown is None
@@ -270,14 +273,17 @@ def test_job_mapping_takes_a_pair_of_the_step_path_and_the_request_hash(env):
     wf = env.definition()
     run = env.new_run(wf)
 
+    async def record(job_id: str) -> StepJobRecord | None:
+        async with env.store.locked_run(run.id, job_id=job_id) as locked:
+            return locked.job.record if locked.job else None
+
     async def scenario():
         await env.create(run, wf)
         await env.store.save(run, timeline=[], outbox=None,
                              jobs={f"{run.id}:fan[2]@1": ("fan[2]", "hash")})
-        return (await env.store.job_run(f"{run.id}:fan[2]@1"),
-                await env.store.job_run(f"{run.id}:nothing@1"))
+        return await record(f"{run.id}:fan[2]@1"), await record(f"{run.id}:nothing@1")
 
-    assert env.run(scenario()) == ((env.tenant, run.id, "fan[2]"), None)
+    assert env.run(scenario()) == (StepJobRecord(env.tenant, run.id, "fan[2]", "hash"), None)
 
 
 def test_timeline_keeps_the_newest_1000_events_oldest_first(env):
@@ -449,41 +455,44 @@ def test_delete_run_removes_everything_kept_for_it(env):
             (keys.tenant_runs_key(env.tenant), run.id),
             (keys.workflow_runs_key(env.tenant, wf.id), run.id))]
         again = await env.create(env.new_run(wf), wf, key="k-del")
-        return deleted, found, members, await env.store.job_run(job_id), again
+        return deleted, found, members, await env.redis.exists(keys.job_run_key(job_id)), again
 
     deleted, found, members, mapped, again = env.run(scenario())
-    assert deleted is True and found == [] and members == [None] * 4 and mapped is None
+    assert deleted is True and found == [] and members == [None] * 4 and mapped == 0
     assert again[1] is True  # the key no longer answers the deleted run
 
 
 # --------------------------------------------------------------------------- locks
 
 
-def test_run_lock_is_exclusive_and_released_on_exit(env):
-    run_id = f"run-{env.unique}-lock"
-    key = keys.run_lock_key(run_id)
+def test_run_lock_is_exclusive_waited_for_and_released_on_exit(env):
+    wf = env.definition()
+    run = env.new_run(wf)
+    key = keys.run_lock_key(run.id)
 
     async def scenario():
-        async with env.store.run_lock(run_id) as lease:
+        await env.create(run, wf)
+        async with env.store.locked_run(run.id) as locked:
+            assert locked.lease is not None
             held = await env.redis.get(key), await env.redis.pttl(key)
-            with pytest.raises(LockBusy):
-                async with env.store.run_lock(run_id):
+            with pytest.raises(LockBusy, match=f"lock {key} busy"):
+                async with env.store.locked_run(run.id):
                     pass
-            waiter = asyncio.ensure_future(_take(env.store, run_id))
+            waiter = asyncio.ensure_future(_take(env.store, run.id))
             await asyncio.sleep(0.1)
-            token = lease.token
+            token = locked.lease.token
         took = await waiter
         return token, held, took, await env.redis.exists(key)
 
     token, (value, pttl), took, exists_after = env.run(scenario())
-    assert key == f"cordum:wf:run:lock:{run_id}"
+    assert key == f"cordum:wf:run:lock:{run.id}"
     assert value == token.encode() and 29_000 < pttl <= 30_000
     assert took is True and exists_after == 0
 
 
 async def _take(store: WorkflowStore, run_id: str) -> bool:
-    async with store.run_lock(run_id, wait_s=2.0):
-        return True
+    async with store.locked_run(run_id, wait_s=2.0) as locked:
+        return locked.lease is not None
 
 
 def test_reconciler_lock_is_a_ttl_hold_on_its_key(env):

@@ -14,7 +14,7 @@ import pytest
 
 from cordum import config, runtime
 from cordum.bus.publisher import NatsPublisher
-from cordum.gateway import deps
+from cordum.gateway.core import deps
 from cordum.workflow import keys, wiring
 from cordum.workflow.model import RunStatus, WorkflowRun, format_time
 from cordum.workflow.runner import WorkflowRunner

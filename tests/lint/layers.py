@@ -1,11 +1,16 @@
 """The layer contract of the code base, checked over its import graph.
 
-Layers only point down (STYLE.md rule 13)::
+Layers only point down (docs/architecture.md, "Where things live")::
 
-    functions                          Lambda entry points
-    gateway | worker                   the HTTP API; the reference CAP worker (a client)
-    workflow                           the workflow engine (runs submit their steps as jobs)
-    scheduler                          the engine the functions and the API drive
+    functions | localstack             Lambda entry points; the local stack's scripts
+    gateway.app                        the HTTP API's wiring: includes every feature
+    gateway.<feature> | worker         the API's features (jobs, approvals, dlq, workflows,
+                                       system, docs); the reference CAP worker (a client)
+    gateway.core                       what every feature builds on (auth, errors, paging)
+    workflow | scheduler               the workflow engine (runs submit their steps as jobs);
+                                       the job engine the functions and the API drive
+    lambdas | approval                 what both run their functions on (the SQS batch loop,
+                                       the tick loop); what counts as an approval
     bus                                NATS, the bridge (which feeds the registry)
     safety | registry                  the safety kernel and its clients; the worker registry
     store                              Redis adapters and their scripts
@@ -17,6 +22,9 @@ are independent; the foundation's modules may), and no two modules import each
 other, directly or through others (a cycle). Every
 import counts, also one inside a function or under ``TYPE_CHECKING``: a deferred
 import is still a dependency.
+
+Beside the layers, ``SEPARATE`` keeps packages apart whatever their place: cordumctl,
+the operator's CLI, imports nothing of ``cordum``.
 """
 
 from __future__ import annotations
@@ -27,20 +35,40 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("functions",),
-    ("cordum.gateway", "cordum.worker"),
-    ("cordum.workflow",),
-    ("cordum.scheduler",),
+    ("functions", "localstack"),
+    ("cordum.gateway.app", "cordum.stream"),
+    ("cordum.gateway.jobs", "cordum.gateway.approvals", "cordum.gateway.dlq",
+     "cordum.gateway.workflows", "cordum.gateway.system", "cordum.gateway.docs",
+     "cordum.gateway.events",
+     "cordum.worker"),
+    ("cordum.gateway.core",),
+    ("cordum.workflow", "cordum.scheduler"),
+    ("cordum.lambdas", "cordum.approval"),
     ("cordum.bus",),
     ("cordum.safety", "cordum.registry"),
     ("cordum.store",),
     ("cordum.protocol", "cordum.config", "cordum.errors", "cordum.labels", "cordum.aws",
-     "cordum.metrics", "cordum.logs", "cordum.runtime", "cordum.agent"),
+     "cordum.metrics", "cordum.logs", "cordum.runtime", "cordum.agent",
+     "cordum.step_job_ids", "cordum.text"),
 )
 """Top to bottom; each entry is a package or module prefix."""
 
 FOUNDATION = len(LAYERS) - 1
 """The bottom layer, whose modules build on each other (the runtime on the config)."""
+
+SEPARATE: tuple[tuple[str, str, str], ...] = (
+    ("cordumctl", "cordum",
+     "cordumctl is a client of the HTTP API only: it installs and runs without the "
+     "control plane"),
+)
+"""(importer, imported, why): package prefixes of which the first imports nothing of the
+second, whether or not that import resolves to a module of the project."""
+
+SYS_PATH: dict[str, tuple[str, ...]] = {"localstack": ("localstack", "localstack.executor")}
+"""Folders whose modules run as scripts with these folders on ``sys.path`` (the executor
+package from its own install), so they import each other by bare name
+(``import services`` in localstack/stack.py): such a name is looked for there first, as
+Python does. (``localstack.aws...`` in the executor is LocalStack's own package.)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +132,26 @@ def resolve(name: str, known: set[str]) -> str | None:
     return None
 
 
+def resolve_import(importer: str, name: str, known: set[str]) -> str | None:
+    """The known module an import of ``importer`` names: first among the importer's
+    ``SYS_PATH`` folders, then by its full name. A ``SYS_PATH`` folder is no package, so
+    its modules are never imported by their full name (``localstack.services...`` in
+    the executor is LocalStack's own)."""
+    for folder in SYS_PATH.get(importer.partition(".")[0], ()):
+        found = resolve(f"{folder}.{name}", known)
+        if found is not None and found.startswith(folder + "."):
+            return found
+    found = resolve(name, known)
+    return None if found is None or found.partition(".")[0] in SYS_PATH else found
+
+
 def graph(roots: Iterable[tuple[Path, str]]) -> tuple[dict[str, Path], list[Import]]:
     files = dict(sources(roots))
     known = set(files)
     edges = []
     for module, path in files.items():
         for imp in imports_of(module, path):
-            target = resolve(imp.imported, known)
+            target = resolve_import(module, imp.imported, known)
             if target is not None and target != module:
                 edges.append(Import(module, target, imp.line))
     return files, edges
@@ -189,16 +230,35 @@ def cycles(files: dict[str, Path], edges: list[Import]) -> list[list[str]]:
     return found
 
 
+def separation_violations(files: dict[str, Path]) -> list[str]:
+    """Imports that ``SEPARATE`` forbids, by the name imported (resolved or not)."""
+    def under(name: str, prefix: str) -> bool:
+        return name == prefix or name.startswith(prefix + ".")
+
+    out = []
+    for module, path in files.items():
+        for importer, imported, why in SEPARATE:
+            if not under(module, importer):
+                continue
+            out += [f"{path}:{imp.line}: {module} imports {imp.imported}: {why}"
+                    for imp in imports_of(module, path) if under(imp.imported, imported)]
+    return out
+
+
 def check(roots: Iterable[tuple[Path, str]]) -> list[str]:
     """Every breach of the contract, one line each (empty when it holds)."""
     files, edges = graph(roots)
     problems = layer_violations(files, edges)
+    problems += separation_violations(files)
     problems += [f"import cycle: {' <-> '.join(c)}" for c in cycles(files, edges)]
     return problems
 
 
 def project_roots(repo: Path) -> list[tuple[Path, str]]:
-    return [(repo / "shared", "cordum"), (repo, "functions")]
+    """Everything shipped: the library and its CLI, the Lambda entry points, the local
+    stack (its scripts and the LocalStack executor plugin)."""
+    return [(repo / "shared", "cordum"), (repo / "shared", "cordumctl"), (repo, "functions"),
+            (repo, "localstack")]
 
 
 if __name__ == "__main__":

@@ -56,6 +56,20 @@ def test_packages_of_one_layer_are_independent(tmp_path):
     assert "independent" in problem
 
 
+def test_the_engines_are_siblings_over_the_plumbing_they_share(tmp_path):
+    roots = tree(tmp_path, {
+        "cordum/workflow/__init__.py": "",
+        "cordum/workflow/reconciler.py": ("from cordum.lambdas.ticks import run_ticks\n"
+                                          "from cordum.scheduler import ticks\n"),
+        "cordum/scheduler/__init__.py": "",
+        "cordum/scheduler/ticks.py": "from cordum.lambdas.ticks import run_ticks\n",
+        "cordum/lambdas/__init__.py": "",
+        "cordum/lambdas/ticks.py": "run_ticks = 1\n",
+    })
+    [problem] = check(roots)
+    assert "workflow/reconciler.py:2" in problem and "independent" in problem
+
+
 def test_a_cycle_is_reported_once_with_its_members(tmp_path):
     roots = tree(tmp_path, {
         "cordum/gateway/__init__.py": "",
@@ -74,3 +88,41 @@ def test_downward_and_foundation_imports_are_fine(tmp_path):
         "cordum/protocol.py": "",
     })
     assert check(roots) == []
+
+
+def write(base: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = base / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_cordumctl_imports_nothing_of_cordum(tmp_path):
+    write(tmp_path / "shared", {
+        "cordum/__init__.py": "", "cordum/config.py": "",
+        "cordumctl/__init__.py": "",
+        "cordumctl/app.py": "def main():\n    from cordum import config\n",
+        "cordumctl/output.py": "import cordum.nothing_here\n",
+    })
+    problems = check([(tmp_path / "shared", "cordum"), (tmp_path / "shared", "cordumctl")])
+    assert len(problems) == 2
+    assert "cordumctl/app.py:2: cordumctl.app imports cordum.config" in problems[0]
+    assert "cordumctl.output imports cordum.nothing_here" in problems[1]
+    assert all("client of the HTTP API only" in p for p in problems)
+
+
+def test_the_local_stack_imports_its_scripts_by_bare_name(tmp_path):
+    write(tmp_path, {
+        "localstack/stack.py": "import services\n",
+        "localstack/services.py": "def f():\n    import stack\n",
+        # LocalStack's own package, not localstack/services.py:
+        "localstack/executor/plugin_pkg/__init__.py": "",
+        "localstack/executor/plugin_pkg/run.py": ("from localstack.services.lambda_ import x\n"
+                                                  "from plugin_pkg import helpers\n"),
+        "localstack/executor/plugin_pkg/helpers.py": "from plugin_pkg.run import y\n",
+    })
+    assert sorted(check([(tmp_path, "localstack")])) == [
+        "import cycle: localstack.executor.plugin_pkg.helpers <-> "
+        "localstack.executor.plugin_pkg.run",
+        "import cycle: localstack.services <-> localstack.stack",
+    ]

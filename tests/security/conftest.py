@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from cordum import config, runtime
-from cordum.gateway import deps
+from cordum.gateway.core import deps
 from tests import helpers
 from tests.conftest import NATS_URL, REDIS_URL
 
@@ -41,6 +41,11 @@ def configure(monkeypatch: pytest.MonkeyPatch, keys: list[dict[str, str]] | None
     config.settings.cache_clear()
     deps.reset()
     runtime.reset()
+
+
+@pytest.fixture(autouse=True)
+def _own_redis(own_redis_env: str) -> None:
+    """Every test on the tests' own Redis database (tests/conftest.py)."""
 
 
 @pytest.fixture

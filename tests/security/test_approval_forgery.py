@@ -18,7 +18,7 @@ import pytest
 from cordum import config, protocol, runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import PoolsConfig, load_settings
-from cordum.gateway import deps
+from cordum.gateway.core import deps
 from cordum.registry.reader import SnapshotReader
 from cordum.safety.client import SafetyClient
 from cordum.safety.policy_file import Policy

@@ -18,7 +18,8 @@ import pytest
 from google.protobuf import json_format
 
 from cordum import protocol, runtime
-from cordum.scheduler.batch import VisibilityDelayer, process_batch
+from cordum.lambdas.sqs_batch import VisibilityDelayer
+from cordum.scheduler.batch import process_batch
 from cordum.scheduler.errors import UnparseableRecord
 from tests.helpers import call, event
 from tests.security.conftest import CAROL, meta_of

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cordum.gateway.jobs import JobService
+from cordum.gateway.jobs.service import JobService
 from tests.helpers import REQUEST_ID, call, event
 from tests.security.conftest import ALICE, BOB
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cordum import runtime
-from cordum.gateway.auth import key_id
+from cordum.gateway.core.auth import key_id
 from cordum.store.indexes import JobIndexes
 from tests.helpers import call, event, forget_jobs
 from tests.security.conftest import ALICE, BOB, KEYS, configure, meta_of

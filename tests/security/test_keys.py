@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from cordum import runtime
-from cordum.gateway import deps
-from cordum.gateway.auth import key_id
+from cordum.gateway.core import deps
+from cordum.gateway.core.auth import key_id
 from tests.helpers import call, event
 from tests.security.conftest import ALICE, KEYS, configure, meta_of
 from tests.security.test_identity import forget

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from cordum import protocol
-from cordum.gateway.auth import Principal
-from cordum.gateway.models import ApprovalDecisionRequest
-from cordum.gateway.workflows import WorkflowService
+from cordum.gateway.approvals.models import ApprovalDecisionRequest
+from cordum.gateway.core.auth import Principal
+from cordum.gateway.workflows.service import WorkflowService
 from cordum.protocol import result_key
 from cordum.store.jobs import meta_key
 from cordum.store.results import redacted_key, redacted_pointer
@@ -46,7 +46,7 @@ async def start(s: WorkflowStack, steps: dict[str, Any], body: Any, *,
 
 
 def approvals(s: WorkflowStack, kernel_addr: str):
-    from cordum.gateway.approvals import ApprovalService
+    from cordum.gateway.approvals.service import ApprovalService
     from cordum.safety.snapshots import KernelSnapshots
     from cordum.store.jobs import JobStore
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cordum.gateway.workflows import WorkflowService
+from cordum.gateway.workflows.service import WorkflowService
 from cordum.workflow import keys
 from cordum.workflow.errors import InvalidDefinition
 from tests.integration.test_workflow_composite_runs import held_count, save

@@ -124,7 +124,7 @@ if sys.argv[1] == "step":
     from cordum.workflow.steps import schema_problem
     check = lambda: schema_problem(value, schema)
 else:
-    from cordum.gateway.workflows import check_input
+    from cordum.gateway.workflows.service import check_input
     from cordum.workflow.errors import InvalidInput
     def check():
         try:

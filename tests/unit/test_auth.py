@@ -9,16 +9,16 @@ import json
 
 import pytest
 
-from cordum.gateway.auth import (
+from cordum.gateway.core.auth import (
     Authenticator,
     KeyConfigError,
+    KeyLoader,
     KeyRefreshPolicy,
     Principal,
     key_id,
-    load_keys,
     parse_keys,
 )
-from cordum.gateway.errors import GatewayError as ApiError
+from cordum.gateway.core.errors import GatewayError as ApiError
 
 OLD_KEY = "sk-old-4f1c9a7be2d0"
 NEW_KEY = "sk-new-8b2e6d0c1f3a"
@@ -72,7 +72,7 @@ def test_key_without_tenant_is_bound_to_default(keys):
 
 
 def test_single_key_is_a_user_of_the_default_tenant():
-    (key,) = load_keys({"CORDUM_API_KEY": " single "})
+    (key,) = KeyLoader({"CORDUM_API_KEY": " single "})()
     assert (key.key, key.tenant, key.role) == ("single", "default", "user")
 
 

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cordum import protocol
-from cordum.scheduler.jobhash import job_hash, snapshot_base
+from cordum.approval import job_hash, snapshot_base
 
 
 def request(**labels: str) -> protocol.JobRequest:

@@ -1,4 +1,4 @@
-"""Pure pieces of the scheduler: queue record decoding, snapshot parsing, the simple pick."""
+"""Pure pieces of the scheduler: queue record decoding, snapshot parsing, the pick."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import json
 
 import pytest
 
+from cordum import protocol
 from cordum.config import ConfigError, PoolsConfig, load_settings
 from cordum.registry.snapshot import parse_snapshot
 from cordum.registry.workers import WorkerInfo
 from cordum.scheduler.batch import record_bytes
 from cordum.scheduler.errors import UnparseableRecord
-from cordum.scheduler.strategy import pick_worker
+from cordum.scheduler.strategy import LeastLoadedStrategy, NoEligibleWorkers
 
 
 def test_record_bytes_decodes_base64_and_rejects_anything_else():
@@ -33,9 +34,18 @@ def test_snapshot_parsing_skips_bad_entries_and_survives_corruption():
 
 def test_pick_is_least_active_then_worker_id_within_the_topic_pools():
     workers = [WorkerInfo("b", "p", 1), WorkerInfo("a", "p", 1), WorkerInfo("c", "q", 0)]
-    assert pick_worker(workers, ["p"]).worker_id == "a"
-    assert pick_worker(workers, ["q", "p"]).worker_id == "c"
-    assert pick_worker(workers, ["r"]) is None
+    strategy = LeastLoadedStrategy(PoolsConfig(
+        topics={"job.p": ["p"], "job.qp": ["q", "p"], "job.r": ["r"]},
+        pools={"p": {}, "q": {}, "r": {}}))
+
+    def pick(topic: str) -> str:
+        return strategy.pick_worker(protocol.JobRequest(job_id="j", topic=topic),
+                                    workers).worker_id
+
+    assert pick("job.p") == "a"
+    assert pick("job.qp") == "c"
+    with pytest.raises(NoEligibleWorkers):
+        pick("job.r")
 
 
 def test_pools_config_excludes_draining_and_inactive_pools():

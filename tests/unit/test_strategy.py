@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from cordum import protocol
 from cordum.config import PoolsConfig
+from cordum.errors import RetryAfter
 from cordum.registry.workers import WorkerInfo, WorkerSnapshot, load_order, load_score
-from cordum.scheduler.errors import NoWorkers, RetryAfter
+from cordum.scheduler.errors import NoWorkers
 from cordum.scheduler.strategy import (
     DEFAULT_OVERLOAD,
     LeastLoadedStrategy,
@@ -22,8 +23,6 @@ from cordum.scheduler.strategy import (
     WorkerReadiness,
     eligible_pools,
     placement_labels,
-    pool_satisfies,
-    reason_code_for,
 )
 
 ROUTING = PoolsConfig(topics={"job.default": ["default"]}, pools={"default": {}})
@@ -135,9 +134,10 @@ def test_pools_eligible_by_requires():
     routing = PoolsConfig(topics={}, pools={"p1": {"requires": ["linux", "gpu"]},
                                             "p2": {"requires": ["linux"]}, "p3": {}})
     assert eligible_pools(routing, ["p1", "p2", "p3"], ["linux"]) == ["p1", "p2"]
-    assert pool_satisfies(["gpu", "linux"], ["GPU", " linux "])
-    assert not pool_satisfies([], ["gpu"])
-    assert pool_satisfies([], [])
+    # Requirements compare trimmed and case-insensitively; none asked: every pool.
+    assert eligible_pools(routing, ["p1", "p2", "p3"], ["GPU", " linux "]) == ["p1"]
+    assert eligible_pools(routing, ["p3"], ["gpu"]) == []
+    assert eligible_pools(routing, ["p1", "p2", "p3"], []) == ["p1", "p2", "p3"]
 
 
 # --------------------------------------------------------------- where we differ: ties
@@ -313,7 +313,6 @@ def test_errors_carry_retry_meaning_and_reason_codes():
     assert full.value.candidates == 2 and "overloaded" in str(full.value)
     assert not isinstance(unmapped.value, RetryAfter) and unmapped.value.topic == "job.nowhere"
 
-    assert [reason_code_for(e.value) for e in (none, full, unmapped)] == \
+    # The DLQ reason code the request path records for a failed pick.
+    assert [e.value.reason_code for e in (none, full, unmapped)] == \
         ["no_workers", "pool_overloaded", "no_pool_mapping"]
-    assert reason_code_for(NoWorkers("job.x")) == "no_workers"
-    assert reason_code_for(RuntimeError("boom")) == "dispatch_failed"

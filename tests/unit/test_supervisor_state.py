@@ -16,7 +16,6 @@ from process_status import (  # noqa: E402  (localstack/process_status.py)
     STOPPED,
     ProcessRow,
     as_json,
-    duration,
     last_exit_text,
     table,
 )
@@ -29,6 +28,8 @@ from supervisor import (  # noqa: E402  (localstack/supervisor.py)
     state_path,
     write_state,
 )
+
+from cordumctl.output import duration  # noqa: E402  (the one duration format)
 
 NOW = epoch("2026-11-26T12:00:00.000+00:00")
 
@@ -78,14 +79,14 @@ def test_a_missing_or_broken_state_file_reads_as_none(tmp_path: Path) -> None:
 
 
 def test_durations_read_at_a_glance() -> None:
-    seconds = (0.04, 9.94, 9.96, 41, 125, 3 * 3600 + 12 * 60, 2 * 86400 + 4 * 3600)
+    seconds = (None, -1, 0.04, 9.94, 41, 125, 3 * 3600 + 12 * 60, 2 * 86400 + 4 * 3600)
     assert [duration(s) for s in seconds] == [
-        "0.0 s", "9.9 s", "10 s", "41 s", "2m 05s", "3h 12m", "2d 4h"]
+        "-", "0.0s", "0.0s", "9.9s", "41.0s", "2m05s", "3h12m", "2d04h"]
 
 
 def test_the_last_exit_says_what_when_and_after_how_long() -> None:
     last = Exit(code=None, signal="SIGKILL", at="2026-11-26T11:58:00.000+00:00", ran_s=41.2)
-    assert last_exit_text(last, NOW) == "SIGKILL 2m 00s ago after 41 s"
+    assert last_exit_text(last, NOW) == "SIGKILL 2m00s ago after 41.2s"
     assert last_exit_text(None, NOW) == "-"
 
 
@@ -105,9 +106,9 @@ def _rows() -> list[ProcessRow]:
 def test_the_status_table_has_one_aligned_row_per_process() -> None:
     assert table(_rows(), NOW).splitlines() == [
         "NAME           STATE       PID  UPTIME  RESTARTS  LAST EXIT",
-        "safety-kernel  running     101  1m 59s  1         SIGKILL 2m 00s ago after 41 s",
-        "bridge         restarting  -    -       7         exit 1 1.0 s ago after 0.3 s",
-        "localstack     running     300  1h 01m  -         -",
+        "safety-kernel  running     101  1m59s   1         SIGKILL 2m00s ago after 41.0s",
+        "bridge         restarting  -    -       7         exit 1 1.0s ago after 0.3s",
+        "localstack     running     300  1h01m   -         -",
         "redis          stopped     -    -       -         -",
     ]
 

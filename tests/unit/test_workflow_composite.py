@@ -381,7 +381,7 @@ def test_a_dry_run_sends_no_alert_and_loop_payloads_do_not_nest():
 
 def test_a_step_job_the_store_never_saw_is_sent_again_with_its_id_then_fails():
     from cordum.workflow import lost_jobs
-    from cordum.workflow.outbox import to_outbox
+    from cordum.workflow.outbox_entries import PublishJob, to_outbox
 
     wf = workflow({"a": {"topic": "job.a", "input": {"x": 1}},
                    "fan": {"for_each": "input.items"}})
@@ -395,8 +395,9 @@ def test_a_step_job_the_store_never_saw_is_sent_again_with_its_id_then_fails():
     assert resent[jid].input == {"x": 1} and resent[jid].resend == 1
     assert resent[item].env["foreach_item"] == '"p"'
     assert "step_job_resent" in kinds(effects)
-    [entry] = [e for e in to_outbox(effects, timer_at=None) if e["job"]["job_id"] == jid]
-    assert entry["job"]["resend"] == 1
+    [entry] = [e for e in to_outbox(effects, timer_at=None)
+               if isinstance(e, PublishJob) and e.job_id == jid]
+    assert entry.resend == 1
     # a job the store knows is left alone; one never stored fails after its tries
     assert engine.reconcile(run, wf, {jid: "RUNNING", item: "RUNNING"}, at(500)).jobs == []
     for n in range(2, lost_jobs.LOST_JOB_TRIES + 1):

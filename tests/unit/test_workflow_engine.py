@@ -93,7 +93,7 @@ def test_start_dispatches_a_worker_job_with_ids_env_labels_and_keys():
     assert step.attempts == 1 and step.input == job.input
     assert run.status == RunStatus.RUNNING
     assert kinds(effects) == ["run_status", "step_dispatched"]
-    assert effects.timer_at is None and effects.cancels == [] and not effects.rollback
+    assert effects.timer_at is None and effects.cancels == []
 
 
 def test_a_step_without_input_gets_the_whole_run_input_on_the_default_topic():
@@ -170,7 +170,6 @@ def test_a_failed_dependency_skips_its_dependents_and_cancels_other_branches():
     assert run.status == RunStatus.FAILED
     assert run.error["step_id"] == "a" and run.error["message"] == "boom"
     assert effects.cancels == [f"{RUN}:x@1"]
-    assert not effects.rollback
 
 
 def steps_wf(**extra: dict[str, Any]) -> Workflow:
@@ -289,11 +288,10 @@ def test_outcomes_that_are_never_retried(state: str, step_status: str, run_state
     wf = workflow({"a": {"retry": {"max_retries": 5}}})
     run = new_run()
     engine.start(run, wf, NOW)
-    effects = finish(run, wf, "a", state)
+    finish(run, wf, "a", state)
     assert run.steps["a"].status == StepStatus(step_status)
     assert run.steps["a"].attempts == 1 and error_code(run, "a") == code
     assert run.status == RunStatus(run_state)
-    assert effects.rollback is (state == "FAILED_FATAL")
 
 
 def test_an_open_job_state_changes_nothing():
@@ -394,7 +392,7 @@ def test_a_rejected_approval_denies_the_run():
     effects = finish(run, wf, "gate", "DENIED")
     assert "step_rejected" in kinds(effects)
     assert statuses(run) == {"gate": "denied", "pay": "skipped"}
-    assert run.status == RunStatus.DENIED and not effects.rollback
+    assert run.status == RunStatus.DENIED
 
 
 def test_condition_steps_gate_their_dependents_in_the_same_call():
@@ -572,12 +570,12 @@ def test_reconcile_applies_lost_results_and_fires_due_timers():
     assert dispatched(effects) == ["b"]
 
 
-def test_reconcile_of_a_lost_fatal_failure_asks_for_rollback():
+def test_reconcile_of_a_lost_fatal_failure_fails_the_run():
     wf = workflow({"a": {}})
     run = new_run()
     engine.start(run, wf, NOW)
-    effects = engine.reconcile(run, wf, {f"{RUN}:a@1": "FAILED_FATAL"}, at(1))
-    assert run.status == RunStatus.FAILED and effects.rollback
+    engine.reconcile(run, wf, {f"{RUN}:a@1": "FAILED_FATAL"}, at(1))
+    assert run.status == RunStatus.FAILED and error_code(run, "a") == "job_failed_fatal"
 
 
 def test_reconcile_starts_a_pending_run_and_recancels_jobs_of_a_cancelled_one():
@@ -623,21 +621,23 @@ def test_the_jobs_error_is_kept_beside_the_engines_code():
                                     "state": "FAILED"}
 
 
-def test_a_fatal_failure_made_good_by_its_handler_rolls_nothing_back():
-    wf = workflow({"a": {"on_error": "h"}, "h": {}})
-    run = new_run()
-    engine.start(run, wf, NOW)
-    assert not finish(run, wf, "a", "FAILED_FATAL").rollback
-    finish(run, wf, "h")
-    assert run.status == RunStatus.SUCCEEDED
-
-
-def test_a_fatal_failure_whose_handler_fails_rolls_back():
+def test_a_fatal_failure_made_good_by_its_handler_lets_the_run_succeed():
     wf = workflow({"a": {"on_error": "h"}, "h": {}})
     run = new_run()
     engine.start(run, wf, NOW)
     finish(run, wf, "a", "FAILED_FATAL")
-    assert finish(run, wf, "h", "FAILED").rollback
+    assert run.status == RunStatus.RUNNING
+    finish(run, wf, "h")
+    assert run.status == RunStatus.SUCCEEDED
+
+
+def test_a_fatal_failure_whose_handler_fails_fails_the_run():
+    wf = workflow({"a": {"on_error": "h"}, "h": {}})
+    run = new_run()
+    engine.start(run, wf, NOW)
+    finish(run, wf, "a", "FAILED_FATAL")
+    finish(run, wf, "h", "FAILED")
+    assert run.status == RunStatus.FAILED
 
 
 def test_the_timer_is_the_earliest_of_timeout_delay_and_backoff():

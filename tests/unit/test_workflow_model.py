@@ -179,8 +179,11 @@ def test_timeouts_are_within_a_week(timeout):
         "steps.a.timeout_sec:")
 
 
-def test_timeout_bounds_are_accepted():
-    parse({"id": "w", "timeout_sec": 604800, "steps": {"a": {"timeout_sec": 0}}})
+@pytest.mark.parametrize("timeout", [0, 604800])
+def test_timeout_bounds_are_accepted(timeout):
+    wf = parse({"id": "w", "timeout_sec": timeout, "steps": {"a": {"timeout_sec": timeout}}})
+    assert wf.timeout_sec == timeout
+    assert wf.steps["a"].timeout_sec == timeout
 
 
 @pytest.mark.parametrize("gate", ["", "allow", "deny", "require_approval"])

@@ -12,6 +12,11 @@ The topic is encrypted with a key of the stack's own: CloudWatch cannot publish
 to a topic under the AWS managed key (``alias/aws/sns``), whose policy admits
 no service principal. The key costs $1 a month; CloudWatch asks it for a data
 key per message, a few requests a day at $0.03 per 10,000.
+
+The live event stream's alarms (an AWS stack that runs it: cordum_infra.stream)
+are here too, :func:`add_stream_alarms`: its load balancer answering 5xx, a task
+its load balancer finds unhealthy, no task running, and clients too slow for
+their events.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ from typing import TYPE_CHECKING
 from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from cordum_infra.settings import ContextError
+from cordum_infra.stream import STREAM_SLOW_CLIENTS_CLOSED, StreamTargets
 
 if TYPE_CHECKING:
     from constructs import Node
@@ -153,3 +160,101 @@ class AlarmFactory:
             alarm.add_ok_action(action)
         self.alarms[name] = alarm
         return alarm
+
+
+STREAM_PERIOD = Duration.minutes(5)
+STREAM_MINUTE = Duration.minutes(1)
+STREAM_5XX_THRESHOLD = 10
+"""5xx answers of the stream's load balancer in 5 minutes, its own (502, 503: no
+task to send to, 504) and the tasks'. A client makes one request per connection,
+so 10 is ten connections refused, not one hiccup among thousands of requests."""
+STREAM_UNHEALTHY_MINUTES = 5
+"""Minutes in a row with a task the load balancer finds unhealthy: ECS replaces one
+in 1 to 2 minutes (a deploy swaps them the same way), so five is a task that keeps
+failing /health (NATS or Redis out of its reach) or keeps being replaced."""
+STREAM_TASKS_MINUTES = 3
+"""Minutes in a row with no stream task running (or none reported: the service's
+Container Insights metric stops with its last task): every client is cut off."""
+STREAM_SLOW_CLIENTS_THRESHOLD = 100
+"""Connections closed in 5 minutes because their clients read too slowly: more is
+tasks short of CPU or bandwidth, or clients on poor links."""
+CONTAINER_INSIGHTS = "ECS/ContainerInsights"
+
+
+def add_stream_alarms(
+    factory: AlarmFactory, targets: StreamTargets, *, namespace: str
+) -> None:
+    """The four alarms of the live event stream, built by `factory` (its topic)."""
+    metrics = targets.load_balancer.metrics
+    factory.alarm(
+        "Stream5xx",
+        cloudwatch.MathExpression(
+            expression="FILL(elb, 0) + FILL(tasks, 0)",
+            using_metrics={
+                "elb": metrics.http_code_elb(
+                    elbv2.HttpCodeElb.ELB_5XX_COUNT, period=STREAM_PERIOD,
+                    statistic=cloudwatch.Stats.SUM,
+                ),
+                "tasks": metrics.http_code_target(
+                    elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=STREAM_PERIOD,
+                    statistic=cloudwatch.Stats.SUM,
+                ),
+            },
+            label="stream 5xx answers",
+            period=STREAM_PERIOD,
+        ),
+        threshold=STREAM_5XX_THRESHOLD,
+        description=(
+            f"{STREAM_5XX_THRESHOLD} or more stream connections answered 5xx in 5 minutes "
+            "(the load balancer's own: no healthy task; or the tasks')"
+        ),
+    )
+    factory.alarm(
+        "StreamUnhealthyHosts",
+        targets.target_group.metrics.unhealthy_host_count(
+            period=STREAM_MINUTE, statistic=cloudwatch.Stats.MAXIMUM
+        ),
+        threshold=1,
+        evaluation_periods=STREAM_UNHEALTHY_MINUTES,
+        description=(
+            "A stream task failed its load balancer's /health checks in each of "
+            f"{STREAM_UNHEALTHY_MINUTES} minutes: it cannot reach NATS or Redis, or keeps "
+            "being replaced (see the service's events)"
+        ),
+    )
+    factory.alarm(
+        "StreamTasksRunning",
+        cloudwatch.Metric(
+            namespace=CONTAINER_INSIGHTS,
+            metric_name="RunningTaskCount",
+            dimensions_map={
+                "ClusterName": targets.cluster_name,
+                "ServiceName": targets.service_name,
+            },
+            statistic=cloudwatch.Stats.MINIMUM,
+            period=STREAM_MINUTE,
+        ),
+        threshold=1,
+        below=True,
+        evaluation_periods=STREAM_TASKS_MINUTES,
+        treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+        description=(
+            f"No stream task running for {STREAM_TASKS_MINUTES} minutes: every live "
+            "client is cut off (clients fall back to polling)"
+        ),
+    )
+    factory.alarm(
+        "StreamSlowClients",
+        cloudwatch.Metric(
+            namespace=namespace,
+            metric_name=STREAM_SLOW_CLIENTS_CLOSED,
+            statistic=cloudwatch.Stats.SUM,
+            period=STREAM_PERIOD,
+        ),
+        # Counts: at or above 101 is more than 100.
+        threshold=STREAM_SLOW_CLIENTS_THRESHOLD + 1,
+        description=(
+            f"More than {STREAM_SLOW_CLIENTS_THRESHOLD} stream clients closed in 5 minutes "
+            "for reading too slowly: tasks short of CPU, or clients on poor links"
+        ),
+    )

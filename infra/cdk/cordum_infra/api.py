@@ -66,7 +66,7 @@ API_KEYS_SECRET_CONTEXT = "apiKeysSecret"
 API_KEYS_SECRET_ENV = "CORDUM_API_KEYS_SECRET_ID"
 API_KEYS_TTL_ENV = "CORDUM_API_KEYS_TTL_S"
 API_KEYS_TTL_S = 300
-"""How long a gateway container keeps the keys it read (cordum.gateway.auth). A
+"""How long a gateway container keeps the keys it read (cordum.gateway.core.auth). A
 container reads the secret at its first request and then once per 5 minutes: a
 cold-start storm of N containers costs N reads (1,000 containers: 1,000 reads,
 then 3.3 a second), far under Secrets Manager's 10,000 GetSecretValue a second
@@ -75,7 +75,7 @@ effect within 5 minutes without a redeploy."""
 _SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
 
 MAX_BODY_BYTES_ENV = "CORDUM_MAX_BODY_BYTES"
-"""The gateway function's body limit variable (cordum.gateway.models)."""
+"""The gateway function's body limit variable (cordum.gateway.core.models)."""
 MAX_BODY_BYTES = 1024 * 1024
 """Largest request body the gateway accepts (413 in Cordum's error format above it).
 API Gateway REST APIs take payloads up to 10 MB, a fixed quota no setting lowers,

@@ -6,7 +6,10 @@ at start), so a worker is refused a write to a job's meta the same way on both:
 - ``cordum-functions``: the Lambda functions;
 - ``cordum-bridge``: the NATS bridge;
 - ``cordum-kernel``: the safety kernel's velocity windows only;
-- ``cordum-worker``: workers read ``ctx:*`` and write ``res:*``, nothing else.
+- ``cordum-worker``: workers read ``ctx:*`` and write ``res:*``, nothing else;
+- ``cordum-stream``: the live event stream reads job keys and writes its event
+  logs under ``cordum:stream:*`` (its login exists whether or not the stack runs
+  the stream: context streamCertificateArn).
 
 Each user's password is generated in its own secret, a JSON object
 ``{"username", "password"}`` that ``cordum.runtime.redis_credentials`` reads as is: a
@@ -29,7 +32,7 @@ from aws_cdk import aws_elasticache as elasticache
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from cordum.redis_acl import BRIDGE, FUNCTIONS, KERNEL, WORKERS, AclUser
+from cordum.redis_acl import BRIDGE, FUNCTIONS, KERNEL, STREAM, WORKERS, AclUser
 
 PASSWORD_LENGTH = 64
 """ElastiCache accepts 16 to 128 characters."""
@@ -51,6 +54,7 @@ ROLES: dict[str, AclUser] = {
     "bridge": BRIDGE,
     "kernel": KERNEL,
     "worker": WORKERS,
+    "stream": STREAM,
 }
 """Role -> the user it connects as; the role also names the user's id and secret."""
 
@@ -144,5 +148,6 @@ class CacheUsers(Construct):
         )
 
     def secret(self, role: str) -> secretsmanager.Secret:
-        """The secret of `role` (``functions``, ``bridge``, ``kernel``, ``worker``)."""
+        """The secret of `role` (``functions``, ``bridge``, ``kernel``, ``worker``,
+        ``stream``)."""
         return self.secrets[role]

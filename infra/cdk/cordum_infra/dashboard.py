@@ -29,6 +29,11 @@ from cordum_infra.metrics import (
     percentile,
     total,
 )
+from cordum_infra.stream import (
+    STREAM_CONNECTIONS,
+    STREAM_FRAMES_SENT,
+    STREAM_SLOW_CLIENTS_CLOSED,
+)
 
 DASHBOARD_NAME = "cordum"
 
@@ -61,9 +66,11 @@ def build_dashboard(
     dead_letter_queues: Mapping[str, sqs.IQueue],
     alarms: Sequence[cloudwatch.IAlarm],
     extra_widgets: list[cloudwatch.IWidget],
+    rows: Sequence[Sequence[cloudwatch.IWidget]] = (),
 ) -> cloudwatch.Dashboard:
     """The dashboard, in `scope` as ``Dashboard``; `extra_widgets` (the bridge's and
-    Redis' graphs, when the stack has them) go last, two to a row."""
+    Redis' graphs, when the stack has them) go last, two to a row, then `rows` (the
+    stream's: :func:`stream_widgets`), each a row of its own."""
 
     def sums(metric: str, group_by: str | None = None) -> cloudwatch.MathExpression:
         return total(namespace, metric, period=GRAPH_PERIOD, group_by=group_by)
@@ -133,4 +140,38 @@ def build_dashboard(
     dashboard.add_widgets(errors, throttles)
     for start in range(0, len(extra_widgets), 2):
         dashboard.add_widgets(*extra_widgets[start : start + 2])
+    for row in rows:
+        dashboard.add_widgets(*row)
     return dashboard
+
+
+def stream_widgets(namespace: str) -> list[cloudwatch.IWidget]:
+    """The live event stream's row: open connections, and frames sent against clients
+    closed for reading too slowly. Its metrics have no dimension, so every task writes
+    the same series: the connections gauge reads per task report (average and
+    largest), the counts add up."""
+
+    def metric(name: str, statistic: str, label: str) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace=namespace, metric_name=name, statistic=statistic,
+            period=GRAPH_PERIOD, label=label,
+        )
+
+    return [
+        graph(
+            "Stream: open connections (per task)",
+            [
+                metric(STREAM_CONNECTIONS, cloudwatch.Stats.AVERAGE, "average"),
+                metric(STREAM_CONNECTIONS, cloudwatch.Stats.MAXIMUM, "largest"),
+            ],
+        ),
+        cloudwatch.GraphWidget(
+            title="Stream: frames sent, slow clients closed (per minute)",
+            left=[metric(STREAM_FRAMES_SENT, cloudwatch.Stats.SUM, "frames sent")],
+            right=[metric(STREAM_SLOW_CLIENTS_CLOSED, cloudwatch.Stats.SUM,
+                          "slow clients closed")],
+            width=WIDGET_WIDTH,
+            height=WIDGET_HEIGHT,
+            period=GRAPH_PERIOD,
+        ),
+    ]

@@ -76,6 +76,22 @@ CACHE_PORT_REASON = (
 """AwsSolutions-AEC5, on the replication group."""
 
 
+STREAM_REASONS = {
+    "AwsSolutions-EC23": (
+        "The live event stream's internet-facing load balancer: its clients are anywhere "
+        "on the internet, so HTTPS (443) and HTTP (80, answered with a redirect to HTTPS) "
+        "are open to every address. The tasks behind it admit the load balancer alone, "
+        "and every connection is authenticated by API key."
+    ),
+    "AwsSolutions-S1": (
+        "This bucket receives the stream load balancer's access logs; logging the access "
+        "to those logs would need another bucket for no audit gain (S3 writes are by "
+        "the Elastic Load Balancing log delivery alone, reads by the account's admins)."
+    ),
+}
+"""On the stream's load balancer group (EC23) and its access-log bucket (S1)."""
+
+
 XRAY_REASON = (
     "X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no "
     "resource-level permissions, so the statement can only name '*'."
@@ -91,6 +107,11 @@ def add_checks(app: App, stack: CordumServerlessStack) -> None:
     _acknowledge_api(stack)
     if stack.cache is not None:
         _acknowledge(stack.cache.replication_group, "AwsSolutions-AEC5", CACHE_PORT_REASON)
+    if stack.stream is not None:
+        _acknowledge(stack.stream.security_group, "AwsSolutions-EC23",
+                     STREAM_REASONS["AwsSolutions-EC23"])
+        _acknowledge(stack.stream.access_logs, "AwsSolutions-S1",
+                     STREAM_REASONS["AwsSolutions-S1"])
 
     # The result function may invoke saga-rollback: CDK grants that on the
     # function ARN and on `<arn>:*` (its versions and aliases), which the pack

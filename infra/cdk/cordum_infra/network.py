@@ -40,6 +40,18 @@ Security groups are created here, so every construct that attaches them
 shares one definition of who may talk to whom: the cache admits 6379 and the
 safety kernel admits its gRPC port from the functions and the bridge only,
 and their egress names each destination (cordum_infra.network_egress).
+
+The live event stream (``stream=True``: context streamCertificateArn)
+    Its tasks are private like every service's and get a group of their own
+    here (``stream_security_group``: the cache admits it; Redis, NATS and the
+    AWS APIs are its only egress). Its internet-facing load balancer needs
+    public subnets (``public_subnets``), one per zone: ``nat`` mode has them;
+    ``endpoints`` mode adds two small ones (PUBLIC_SUBNET_MASK) after the
+    private ones, so the private subnets keep their blocks, with an internet
+    gateway routed from those two subnets alone. No NAT gateway, no route from
+    the isolated subnets: the tasks still reach nothing outside the VPC
+    (cordum_infra.stream). An existing VPC brings its own public subnets in
+    the zones of the chosen private ones.
 """
 
 from __future__ import annotations
@@ -52,6 +64,7 @@ from constructs import Construct
 from cordum_infra.cache import REDIS_PORT
 from cordum_infra.network_egress import HTTPS_PORT, KERNEL_PORT, Egress
 from cordum_infra.network_settings import ZONE_COUNT, NetworkSettings
+from cordum_infra.network_subnets import choose_subnets, public_subnets
 from cordum_infra.settings import EGRESS_ENDPOINTS, EGRESS_NAT, ContextError
 
 MAX_AZS = ZONE_COUNT
@@ -71,14 +84,14 @@ and each Fargate task holds one address."""
 
 
 INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
-    # cordum.bus.sqs, cordum.scheduler.batch: the bridge and the functions.
+    # cordum.bus.sqs, cordum.lambdas.sqs_batch: the bridge and the functions.
     "Sqs": ec2.InterfaceVpcEndpointAwsService.SQS,
     # cordum.scheduler.saga_trigger: the result function invokes saga-rollback.
     "Lambda": ec2.InterfaceVpcEndpointAwsService.LAMBDA_,
     # The Fargate tasks' awslogs driver (a function's own log lines leave
     # through the Lambda service, not its network interface).
     "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
-    # cordum.runtime, cordum.gateway.auth, ECS secrets: the API keys, the Redis
+    # cordum.runtime, cordum.gateway.core.auth, ECS secrets: the API keys, the Redis
     # users' logins, NATS credentials.
     "SecretsManager": ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
     # Fargate image pulls (the layers themselves come from S3).
@@ -110,8 +123,9 @@ class Network(Construct):
     Attributes for the other constructs: ``vpc``, ``private_subnets``,
     ``vpc_cidr``, ``functions_security_group``, ``bridge_security_group``,
     ``kernel_security_group``, ``cache_security_group``,
-    ``endpoints_security_group``; ``allow_aws_apis(group)`` opens a group the
-    way the egress mode needs for AWS APIs (and image pulls).
+    ``endpoints_security_group``; with ``stream``, ``stream_security_group``
+    and ``public_subnets`` (None without); ``allow_aws_apis(group)`` opens a
+    group the way the egress mode needs for AWS APIs (and image pulls).
     """
 
     def __init__(
@@ -123,11 +137,16 @@ class Network(Construct):
         placement: NetworkSettings | None = None,
         nats_url: str = "",
         kernel_addr: str | None = None,
+        stream: bool = False,
     ) -> None:
+        """`stream`: the stack runs the live event stream (its group, public subnets)."""
         super().__init__(scope, construct_id)
         if egress not in (EGRESS_ENDPOINTS, EGRESS_NAT):
             raise ValueError(f"egress must be {EGRESS_ENDPOINTS} or {EGRESS_NAT}: {egress}")
         self.egress = egress
+        self.stream = stream
+        self.public_subnets: ec2.SubnetSelection | None = None
+        """Public subnets, one per zone, for the stream's load balancer (``stream`` only)."""
         placement = placement or NetworkSettings()
         stack = Stack.of(self)
         self.region: str | None = None if Token.is_unresolved(stack.region) else stack.region
@@ -160,6 +179,7 @@ class Network(Construct):
             kernel=self.kernel_security_group,
             nats_url=nats_url,
             kernel_addr=kernel_addr,
+            stream=self.stream_security_group,
         )
 
     def allow_aws_apis(self, group: ec2.SecurityGroup, *, images: bool = True) -> None:
@@ -186,6 +206,18 @@ class Network(Construct):
                 ec2.SubnetConfiguration(
                     name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=PUBLIC_SUBNET_MASK
                 ),
+            )
+        elif self.stream:
+            # For the stream's load balancer alone. Appended: the private subnets keep
+            # the blocks they have without it. Nothing placed here gets a public
+            # address of its own (the load balancer brings its own).
+            subnets.append(
+                ec2.SubnetConfiguration(
+                    name="public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=PUBLIC_SUBNET_MASK,
+                    map_public_ip_on_launch=False,
+                )
             )
         zones = list(placement.availability_zones)
         if zones and self.region is not None:
@@ -219,6 +251,8 @@ class Network(Construct):
             restrict_default_security_group=True,
         )
         self.vpc = vpc
+        if self.stream:
+            self.public_subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
         for subnet in [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]:
             cfn_subnet = subnet.node.default_child
             if isinstance(cfn_subnet, CfnResource):
@@ -251,44 +285,10 @@ class Network(Construct):
         # Until the CLI has answered the lookup, the VPC is CDK's placeholder:
         # check nothing against it (the CLI synthesizes again with the answer).
         pending = vpc.vpc_id != placement.vpc_id
-        subnets = self._choose_subnets(vpc, placement, pending)
+        subnets = choose_subnets(vpc, placement, pending)
         self.private_subnets = ec2.SubnetSelection(subnets=subnets)
-
-    def _choose_subnets(
-        self, vpc: ec2.IVpc, placement: NetworkSettings, pending: bool
-    ) -> list[ec2.ISubnet]:
-        known = [*vpc.private_subnets, *vpc.isolated_subnets, *vpc.public_subnets]
-        if placement.subnet_ids and not pending:
-            by_id = {s.subnet_id: s for s in known}
-            unknown = [s for s in placement.subnet_ids if s not in by_id]
-            if unknown:
-                raise ContextError(
-                    f"context subnetIds: {', '.join(unknown)} is not a subnet of "
-                    f"{placement.vpc_id}"
-                )
-            chosen = [by_id[s] for s in placement.subnet_ids]
-            zones = [s.availability_zone for s in chosen]
-            if len(set(zones)) != len(zones) or len(zones) < ZONE_COUNT:
-                named = zip(placement.subnet_ids, zones, strict=True)
-                raise ContextError(
-                    f"context subnetIds must be in {ZONE_COUNT} zones or more, one subnet "
-                    f"each: {', '.join(f'{s} ({z})' for s, z in named)}"
-                )
-            return chosen
-        # The VPC's private subnets (a route to a NAT), else its isolated ones;
-        # one per zone.
-        candidates = list(vpc.private_subnets) or list(vpc.isolated_subnets)
-        one_per_zone: dict[str, ec2.ISubnet] = {}
-        for subnet in candidates:
-            one_per_zone.setdefault(subnet.availability_zone, subnet)
-        chosen = list(one_per_zone.values())
-        if len(chosen) < ZONE_COUNT and not pending:
-            raise ContextError(
-                f"context vpcId: {placement.vpc_id} has private or isolated subnets in "
-                f"{len(chosen)} zone(s), the stack needs {ZONE_COUNT}: name them with "
-                "subnetIds (one per zone)"
-            )
-        return chosen
+        if self.stream:
+            self.public_subnets = public_subnets(vpc, placement, subnets, pending)
 
     # --- security groups -----------------------------------------------------------------
 
@@ -325,6 +325,20 @@ class Network(Construct):
             description=f"Cordum Redis: {REDIS_PORT} from functions and bridge",
             allow_all_outbound=False,
         )
+        self.stream_security_group: ec2.SecurityGroup | None = None
+        if self.stream:
+            self.stream_security_group = ec2.SecurityGroup(
+                self,
+                "StreamSecurityGroup",
+                vpc=self.vpc,
+                description="Cordum stream (Fargate): events to clients through its load balancer",
+                allow_all_outbound=False,
+            )
+            self.cache_security_group.add_ingress_rule(
+                ec2.Peer.security_group_id(self.stream_security_group.security_group_id),
+                ec2.Port.tcp(REDIS_PORT),
+                "Redis from the Cordum stream",
+            )
         clients = {"functions": self.functions_security_group, "bridge": self.bridge_security_group}
         for name, group in clients.items():
             # security_group_id peers keep each rule inline in the admitting

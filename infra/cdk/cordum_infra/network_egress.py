@@ -11,6 +11,9 @@ bridge      the same, and HTTPS to the region's S3 prefix list for its image
             layers (``nat``: covered by HTTPS to anywhere)
 kernel      the load balancer's group: only what the kernel service adds
             towards its tasks (the tasks' group gets ``aws_apis``)
+stream      the stream's tasks (when the stack runs them): as the bridge, but
+            no kernel (the stream never calls it); its load balancer's group
+            sends to the tasks' port alone (cordum_infra.stream)
 cache       nothing (ElastiCache answers, it never calls out)
 =========== ===================================================================
 
@@ -70,9 +73,15 @@ class Egress:
         kernel: ec2.ISecurityGroup,
         nats_url: str,
         kernel_addr: str | None,
+        stream: ec2.SecurityGroup | None = None,
     ) -> None:
-        """The egress of the functions and the bridge (module docstring)."""
+        """The egress of the functions, the bridge and the stream (module docstring)."""
         nats_ports = url_ports(nats_url) if nats_url else (DEFAULT_NATS_PORT,)
+        if stream is not None:
+            self.aws_apis(stream, images=True)
+            stream.add_egress_rule(cache, ec2.Port.tcp(REDIS_PORT), "Redis (the cache)")
+            for port in nats_ports:
+                stream.add_egress_rule(self.inside(), ec2.Port.tcp(port), f"NATS ({port})")
         for group, images in ((functions, False), (bridge, True)):
             self.aws_apis(group, images=images)
             group.add_egress_rule(cache, ec2.Port.tcp(REDIS_PORT), "Redis (the cache)")

@@ -42,6 +42,8 @@ from constructs import Construct
 from cordum_infra.alarms import (
     ALARM_TOPIC_CONTEXT,
     AlarmFactory,
+    StreamTargets,
+    add_stream_alarms,
     alarm_topic_arn_from_context,
     create_alarm_topic,
 )
@@ -53,6 +55,7 @@ from cordum_infra.dashboard import (
     WIDGET_WIDTH,
     build_dashboard,
     graph,
+    stream_widgets,
 )
 from cordum_infra.metrics import (
     BRIDGE_BACKLOG,
@@ -130,11 +133,13 @@ class Observability(Construct):
         alarm_topic_arn: str | None = None,
         create_topic: bool = False,
         capacity: CapacityTargets | None = None,
+        stream: StreamTargets | None = None,
     ) -> None:
         """`functions` and `dead_letter_queues` map a display name to the resource;
         `replication_group` adds the Redis alarms and widgets, `bridge` the
         bridge's (its lag metrics come from a bridge on ECS only), `capacity` the
-        capacity alarms. `alarm_topic_arn` (None: the ``alarmTopicArn`` context)
+        capacity alarms, `stream` the live event stream's alarms and dashboard row.
+        `alarm_topic_arn` (None: the ``alarmTopicArn`` context)
         receives every alarm; without one, `create_topic` (AWS) makes the stack's."""
         super().__init__(scope, construct_id)
         self.namespace = namespace
@@ -210,6 +215,8 @@ class Observability(Construct):
 
         if capacity is not None:
             add_capacity_alarms(self, self._factory, capacity, namespace=namespace)
+        if stream is not None:
+            add_stream_alarms(self._factory, stream, namespace=namespace)
 
         self.dashboard: cloudwatch.Dashboard | None = None
         if dashboard:
@@ -220,6 +227,7 @@ class Observability(Construct):
                 dead_letter_queues=dead_letter_queues,
                 alarms=list(self.alarms.values()),
                 extra_widgets=[*bridge_widgets, *redis_widgets],
+                rows=[stream_widgets(namespace)] if stream is not None else [],
             )
 
     def _bridge_alarm(self) -> list[cloudwatch.IWidget]:

@@ -73,6 +73,9 @@ class CordumServices(Construct):
             redis_url=redis_url,
             redis_users=redis_users,
         )
+        self.shared = shared
+        """Cluster, subnets and settings every Fargate service of the stack runs with
+        (the live event stream's too: cordum_infra.stream)."""
         self.kernel: SafetyKernelService | None = None
         if run_kernel:
             if policy_file is None:

@@ -61,6 +61,14 @@ egress              how the VPC's private subnets reach AWS APIs (no redisUrl
 cacheEngine         ``redis`` (default, Redis OSS 7.1) or ``valkey`` (Valkey 8.0) for
                     the stack's ElastiCache (no redisUrl only)
 cacheNodeType       its node type; default cache.t4g.small (docs/deploy-sizing.md)
+streamCertificateArn
+                    ARN of an ACM certificate in the stack's region (no redisUrl
+                    only): the stack runs the live event stream (cordum_infra.stream)
+                    behind an internet-facing HTTPS load balancer with it. Absent:
+                    no stream (a warning at synth); clients poll the REST API
+streamDomain        the name clients dial, one the certificate covers, mapped by the
+                    operator to the load balancer (output StreamUrl uses it);
+                    needs streamCertificateArn. Absent: the load balancer's name
 jobRetentionSeconds how long a terminal job stays in Redis (CORDUM_JOB_RETENTION_S
                     of the functions); default 259200 (3 days)
 account, region, vpcId, subnetIds, vpcCidr, availabilityZones
@@ -72,12 +80,18 @@ nag                 ``false`` skips the cdk-nag checks (read by app.py)
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cordum_infra.cache_config import CacheConfig, cache_config
+from cordum_infra.context_values import (
+    SECRET_ARN,
+    ContextError,
+    ca_file,
+    check_outside_nats,
+    stream_context,
+)
 from cordum_infra.network_settings import NetworkSettings, read_network_settings
 
 if TYPE_CHECKING:
@@ -128,14 +142,6 @@ CLUSTER_NATS_URL = own_nats_url(NATS_CLUSTER_NODES)
 DEV_NATS_URL = own_nats_url(DEV_NATS_NODES)
 """natsUrl of a stack with natsCluster=true / devNats=true (cordum_infra.nats_cluster
 registers the names)."""
-SECRET_ARN = re.compile(r"^arn:[\w-]+:secretsmanager:[\w-]+:\d{12}:secret:[\w/+=.@-]+-\w{6}$")
-"""A complete secret ARN: name plus the 6-character suffix Secrets Manager adds."""
-
-
-class ContextError(ValueError):
-    """A context value is missing or malformed; the message names the key."""
-
-
 @dataclass(frozen=True)
 class StackSettings:
     """Everything the stack needs to know about its deployment target."""
@@ -181,6 +187,11 @@ class StackSettings:
     """Engine and node type of the stack's ElastiCache, and the terminal-job retention."""
     network: NetworkSettings = NetworkSettings()
     """Existing VPC and subnets, or the block and zones of the VPC the stack creates."""
+    stream_certificate_arn: str | None = None
+    """ACM certificate of the live event stream's HTTPS listener; None: no stream."""
+    stream_domain: str | None = None
+    """The name stream clients dial (one the certificate covers); None: the load
+    balancer's own name."""
 
     def __post_init__(self) -> None:
         # Checked here, not only in from_context, so that no override or direct
@@ -206,7 +217,18 @@ class StackSettings:
                 "the stack's own kernel uses the certificate the stack issues"
             )
         if aws and not self.nats_nodes:
-            _check_outside_nats(self.nats_url, self.nats_credentials_secret_arn)
+            check_outside_nats(self.nats_url, self.nats_credentials_secret_arn)
+        if not aws and self.stream_certificate_arn is not None:
+            raise ContextError(
+                "context streamCertificateArn puts the live event stream behind a load "
+                "balancer on AWS: it needs an AWS stack (no redisUrl); the local stack runs "
+                "the stream under its supervisor"
+            )
+        if self.stream_domain is not None and self.stream_certificate_arn is None:
+            raise ContextError(
+                "context streamDomain names the stream's HTTPS endpoint: give "
+                "streamCertificateArn (a certificate for that name) with it"
+            )
 
     @property
     def nats_nodes(self) -> int:
@@ -224,6 +246,11 @@ class StackSettings:
     def runs_safety_kernel(self) -> bool:
         """True when the stack runs the safety kernel itself (AWS, no address given)."""
         return self.creates_cache and self.safety_kernel_addr is None
+
+    @property
+    def runs_stream(self) -> bool:
+        """True when the stack runs the live event stream (AWS, with a certificate)."""
+        return self.creates_cache and self.stream_certificate_arn is not None
 
     @classmethod
     def from_context(cls, node: Node, **overrides: object) -> StackSettings:
@@ -290,11 +317,13 @@ class StackSettings:
                     f"<name>-<6 characters>): {nats_creds}"
                 )
 
+        stream_cert, stream_domain = stream_context(get)
+
         safety = get("safetyKernelAddr")
         if safety is None and redis_url is not None:
             safety = LOCAL_SAFETY_KERNEL_ADDR
-        safety_ca = _ca_file("safetyKernelCa", get("safetyKernelCa"))
-        nats_ca = _ca_file("natsCa", get("natsCa"))
+        safety_ca = ca_file("safetyKernelCa", get("safetyKernelCa"))
+        nats_ca = ca_file("natsCa", get("natsCa"))
         if nats_ca is not None and not nats_url.startswith("tls://"):
             raise ContextError("context natsCa is the CA of a tls:// natsUrl: give tls:// URL(s)")
 
@@ -348,40 +377,8 @@ class StackSettings:
             "output_policy": output_policy == "true",
             "cache": cache_config(get, aws=redis_url is None),
             "network": read_network_settings(get, aws=redis_url is None),
+            "stream_certificate_arn": stream_cert,
+            "stream_domain": stream_domain,
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
-
-
-def _check_outside_nats(nats_url: str, creds_arn: str | None) -> None:
-    """An AWS stack's outside NATS: TLS and credentials, or a ContextError saying what to do."""
-    plaintext = [u.strip() for u in nats_url.split(",") if u.strip().startswith("nats://")]
-    if plaintext:
-        raise ContextError(
-            f"context natsUrl: plaintext nats:// is refused on AWS (no redisUrl): {plaintext[0]}. "
-            "Give tls:// URL(s) with natsCredentialsSecretArn, or -c natsCluster=true to run "
-            "a three-node NATS cluster (TLS, generated credentials) in the stack"
-        )
-    if creds_arn is None:
-        raise ContextError(
-            "context natsCredentialsSecretArn is required with a tls:// natsUrl on AWS (no "
-            "redisUrl): the complete ARN of a Secrets Manager secret holding the cluster's "
-            '.creds text or JSON {"username", "password"}. Or -c natsCluster=true to run the '
-            "stack's own cluster"
-        )
-
-
-def _ca_file(key: str, value: str | None) -> str | None:
-    """The PEM text of the CA file context `key` names, checked to hold a certificate."""
-    if value is None:
-        return None
-    path = Path(value).expanduser()
-    try:
-        text = path.read_text().strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ContextError(f"context {key}: cannot read {path}: {exc}") from exc
-    if not text.startswith("-----BEGIN CERTIFICATE-----") or "PRIVATE KEY" in text:
-        raise ContextError(
-            f"context {key}: {path} must hold the CA certificate (PEM) and nothing else"
-        )
-    return text

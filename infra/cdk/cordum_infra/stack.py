@@ -1,9 +1,11 @@
 """The CordumServerless stack: wires the constructs together and exports outputs.
 
-Flows (see DESIGN.md): REST API -> gateway; bridge -> submit queue -> submit
+Flows (drawn in docs/architecture.md): REST API -> gateway; bridge -> submit queue -> submit
 function; bridge -> result queue -> result function -> (async) saga-rollback;
 gateway / submit / result -> workflow queues -> workflow function; EventBridge ->
-reconciler / replayer / workflow ticks.
+reconciler / replayer / workflow ticks. AWS with streamCertificateArn: clients ->
+internet-facing load balancer -> the live event stream (cordum_infra.stream), which
+reads NATS and Redis.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ from cordum_infra.saga import SagaRollbackInvoke
 from cordum_infra.schedules import TickSchedules
 from cordum_infra.services import CordumServices
 from cordum_infra.settings import API_KEYS_SECRET, NATS_NAMESPACE
+from cordum_infra.stream import StreamService
+from cordum_infra.stream_wiring import add_stream, stream_outputs
 from cordum_infra.workflow import connect_workflow
 
 if TYPE_CHECKING:
@@ -81,6 +85,7 @@ class CordumServerlessStack(Stack):
                 placement=settings.network,
                 nats_url=settings.nats_url,
                 kernel_addr=settings.safety_kernel_addr,
+                stream=settings.runs_stream,
             )
             self.network: Network | None = network
             self.cache: RedisCache | None = RedisCache(
@@ -158,6 +163,7 @@ class CordumServerlessStack(Stack):
                     clients=[
                         self.network.functions_security_group,
                         self.network.bridge_security_group,
+                        *filter(None, [self.network.stream_security_group]),
                     ],
                     architecture=settings.architecture,
                     tls_secret=nats_tls.secret,
@@ -253,10 +259,12 @@ class CordumServerlessStack(Stack):
             self, "SagaRollback", result=result, saga_rollback=saga_rollback
         )
 
+        api_keys_secret: str | None = None
         if settings.api_keys is not None:
             gateway.add_environment("CORDUM_API_KEYS", settings.api_keys)
         else:
-            grant_api_keys(gateway, api_keys_secret_from_context(self.node, API_KEYS_SECRET))
+            api_keys_secret = api_keys_secret_from_context(self.node, API_KEYS_SECRET)
+            grant_api_keys(gateway, api_keys_secret)
 
         self.api = GatewayApi(
             self,
@@ -278,6 +286,13 @@ class CordumServerlessStack(Stack):
                 "Workflow": self.functions[WORKFLOW_TICK],
             },
         )
+        # AWS with a certificate: the live event stream behind its load balancer.
+        self.stream: StreamService | None = None
+        if self.services is not None and self.network is not None:
+            self.stream = add_stream(
+                self, settings, services=self.services, network=self.network,
+                api_keys_secret=api_keys_secret, nats_credentials=nats_credentials,
+                nats=self.nats, metrics_namespace=METRICS_NAMESPACE)
         # AWS: the capacity alarms, and an alarm topic unless alarmTopicArn names one.
         capacity: CapacityTargets | None = None
         if self.cache is not None:
@@ -310,6 +325,10 @@ class CordumServerlessStack(Stack):
             # Only a bridge on ECS reports its lag to CloudWatch; a local one runs on
             # the host and would leave the alarm without data, so always firing.
             bridge=self.services is not None,
+            stream=(
+                self.stream.alarm_targets(self.services.cluster.cluster_name)
+                if self.stream is not None and self.services is not None else None
+            ),
         )
         self._outputs(redis_url)
         if self.observability.alarm_topic is not None:
@@ -332,6 +351,8 @@ class CordumServerlessStack(Stack):
                 value=self.services.cluster.cluster_name,
                 description="ECS cluster of the bridge and the safety kernel",
             )
+        if self.stream is not None:
+            stream_outputs(self, self.stream)
 
     def _outputs(self, redis_url: str) -> None:
         api = self.api.rest_api

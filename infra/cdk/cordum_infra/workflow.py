@@ -1,4 +1,5 @@
-"""The workflow engine's two queues wired to the functions (DESIGN.md flow 7).
+"""The workflow engine's two queues wired to the functions (docs/workflows.md, "How a
+run moves").
 
 A run advances on events, one message each: its start (gateway; workflow for a
 subworkflow's child run), a step's job turning terminal (submit and result, the

@@ -39,12 +39,14 @@ from cordum.protocol import (
 from cordum.store.errors import StoreError
 from cordum.store.indexes import JobIndexes, RedisIndexClientProtocol
 from cordum.store.jobs import JobState, decode_labels, meta_key
+from cordum.text import as_text
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     import nats.js
 
+    from cordum.bus.publisher import DurablePublisher
     from cordum.protocol import BusPacket
 
 log = logging.getLogger("cordum.bus.flush")
@@ -81,12 +83,6 @@ class FlushPolicy:
     def __post_init__(self) -> None:
         if self.limit < 1 or self.min_age_s < 0 or self.settle_s < 0 or self.dedup_bucket_s < 1:
             raise ValueError("limit and dedup_bucket_s must be >= 1, min_age_s and settle_s >= 0")
-
-
-class DurablePublisher(Protocol):
-    """Publishes a packet on a JetStream subject (``NatsPublisher`` is one)."""
-
-    def publish_durable(self, subject: str, msg: BusPacket, *, msg_id: str) -> Awaitable[None]: ...
 
 
 class JetStreamPublisher:
@@ -126,12 +122,6 @@ class FlushReport:
     published: int
     skipped: int
     """Matched but not sent: no stored request, an invalid one, or a failed publish."""
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode()
-    return "" if value is None else str(value)
 
 
 class PoolFlusher:
@@ -210,7 +200,7 @@ class PoolFlusher:
                 fields = await self._redis.hmget(
                     meta_key(job_id), ["state", "topic", "labels", "trace_id"]
                 )
-                current, topic, labels, trace_id = (_text(v) for v in fields)
+                current, topic, labels, trace_id = (as_text(v) for v in fields)
                 # The index was read a moment ago: a job dispatched since then is left alone.
                 if current not in FLUSHED_STATES:
                     continue

@@ -15,15 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import os
 import random
 import ssl
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from cordum.aws import DEFAULT_TIMEOUTS, AwsTimeouts
-from cordum.bus.queue import BatchReport, QueueMessage, QueueUnavailable
+from cordum.bus.queue import ATTR_JOB_ID, BatchReport, QueueMessage, QueueUnavailable
 
 _TARGET_PREFIX = "AmazonSQS."
 _CONTENT_TYPE = "application/x-amz-json-1.0"
@@ -34,6 +37,9 @@ _MAX_IDLE = 4
 """Keep-alive connections kept between calls (the bridge sends on three routes at most)."""
 _RETRY_PAUSE_S = 0.1
 """Longest pause before the second attempt (full jitter)."""
+ENV_CALL_LOG = "BRIDGE_SQS_CALL_LOG"
+"""Set to 1: one INFO line per SendMessageBatch with its duration (tests/bench/bench_dispatch)."""
+log = logging.getLogger(__name__)
 
 
 class SqsError(Exception):
@@ -241,6 +247,7 @@ class SqsQueueSink:
     def __init__(self, queue_url: str, client: SqsClient | None = None) -> None:
         self.queue_url = queue_url
         self._client = client if client is not None else SqsClient.from_env()
+        self._call_log = os.environ.get(ENV_CALL_LOG, "") not in ("", "0")
 
     async def send_batch(self, messages: Sequence[QueueMessage]) -> BatchReport:
         entries = [
@@ -254,11 +261,17 @@ class SqsQueueSink:
             }
             for m in messages
         ]
+        started, t0 = time.time(), time.perf_counter()
         try:
             response = await self._client.call(
                 "SendMessageBatch", {"QueueUrl": self.queue_url, "Entries": entries})
         except Exception as exc:  # SqsError, and anything unforeseen: retried by a NAK
             raise QueueUnavailable(f"SendMessageBatch {self.queue_url}: {exc}") from exc
+        if self._call_log:
+            log.info("sqs call SendMessageBatch queue=%s entries=%d started=%.6f ms=%.3f "
+                     "job_ids=%s", self.queue_url.rsplit("/", 1)[-1], len(entries), started,
+                     (time.perf_counter() - t0) * 1000,
+                     ",".join(m.attributes.get(ATTR_JOB_ID, "") for m in messages))
         accepted = frozenset(item["Id"] for item in response.get("Successful") or [])
         refused = {
             item["Id"]: f"{item.get('Code', '?')}: {item.get('Message', '')}".strip()

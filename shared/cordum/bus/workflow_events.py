@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from cordum.step_job_ids import parse_step_job_id
+
 if TYPE_CHECKING:
     from cordum.bus.sqs import SqsClient
 
@@ -47,8 +49,8 @@ class RunEvent:
 
     @classmethod
     def job_ended(cls, job_id: str, run_id: str = "") -> RunEvent:
-        """The event of a step job that turned terminal. Step job ids start with the run
-        id (``<run>:<step>@<attempt>``); the engine checks that against its mapping."""
+        """The event of a step job that turned terminal. A step job id names its run
+        (:mod:`cordum.step_job_ids`); the engine checks that against its mapping."""
         return cls("job", run_id or run_of_job(job_id), job_id=job_id)
 
     @property
@@ -88,9 +90,9 @@ class RunEvent:
 
 
 def run_of_job(job_id: str) -> str:
-    """``<run>:<step>@<attempt>`` -> ``<run>`` ('' when the id has no run part)."""
-    run_id, sep, _ = job_id.partition(":")
-    return run_id if sep else ""
+    """The run a step job id names; '' for any other job id (nothing to tell a run)."""
+    parts = parse_step_job_id(job_id)
+    return parts.run_id if parts is not None else ""
 
 
 class RunEventSink(Protocol):

@@ -1,8 +1,15 @@
 """The HTTP API as a powertools REST resolver (API Gateway v1 proxy events).
 
-Each area of the API is a Router in ``cordum.gateway.routes``. Domain errors
-become HTTP answers here, in one place: one handler per kind of
-``cordum.gateway.errors`` whose answer differs (headers, body fields), and the
+Each feature of the API is a package of ``cordum.gateway`` (its routes, service,
+views, models, schemas and OpenAPI part) over ``cordum.gateway.core``; features
+never import each other. This module wires them: :data:`FEATURES` lists each one's
+routes module, whose Router it includes and whose part of the OpenAPI document it
+publishes to the docs feature. A new feature is a new package and one more entry
+there (and its name in the features layer of tests/lint/layers.py, which the lint
+asks for).
+
+Domain errors become HTTP answers here, in one place: one handler per kind of
+``cordum.gateway.core.errors`` whose answer differs (headers, body fields), and the
 store's failures as 503 ``store_unavailable``. Routes only authenticate, parse
 and call a service.
 
@@ -24,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from pydantic import ValidationError
 
-from cordum.gateway.errors import (
+from cordum.gateway.approvals import routes as approvals
+from cordum.gateway.core.errors import (
     GatewayError,
     InvalidRequest,
     NotFound,
@@ -34,14 +42,15 @@ from cordum.gateway.errors import (
     Throttled,
     Unavailable,
 )
-from cordum.gateway.http import body_text, check_path, json_response
-from cordum.gateway.routes import approvals as approval_routes
-from cordum.gateway.routes import dlq as dlq_routes
-from cordum.gateway.routes import docs as doc_routes
-from cordum.gateway.routes import health as health_routes
-from cordum.gateway.routes import jobs as job_routes
-from cordum.gateway.routes import reads as read_routes
-from cordum.gateway.routes import workflows as workflow_routes
+from cordum.gateway.core.feature import Feature
+from cordum.gateway.core.http import body_text, check_path, json_response
+from cordum.gateway.dlq import routes as dlq
+from cordum.gateway.docs import contract
+from cordum.gateway.docs import routes as docs
+from cordum.gateway.events import routes as events
+from cordum.gateway.jobs import routes as jobs
+from cordum.gateway.system import routes as system
+from cordum.gateway.workflows import routes as workflows
 from cordum.metrics import METRICS
 from cordum.store.errors import LockUnavailable, StoreError
 from cordum.workflow.errors import WorkflowError
@@ -55,16 +64,14 @@ INTERNAL_ERROR = {"error": "internal error", "code": "internal_error", "status":
 WORKFLOW_RETRY_AFTER_S = 1
 """Retry-After of a workflow refusal that may pass when sent again."""
 
+FEATURES: tuple[Feature, ...] = (jobs, approvals, dlq, system, workflows, events, docs)
+"""Every feature's routes module, in the order the OpenAPI document lists them."""
+
 app = APIGatewayRestResolver()
 
-# One line per router.
-app.include_router(job_routes.router)
-app.include_router(health_routes.router)
-app.include_router(approval_routes.router)
-app.include_router(dlq_routes.router)
-app.include_router(read_routes.router)
-app.include_router(doc_routes.router)
-app.include_router(workflow_routes.router)
+for _feature in FEATURES:
+    app.include_router(_feature.router)
+contract.publish(lambda: [feature.contract() for feature in FEATURES])
 
 
 def _retry_after(seconds: float) -> dict[str, str]:

@@ -36,10 +36,6 @@ class LiveRegistry:
     def __len__(self) -> int:
         return len(self._workers)
 
-    def observe(self, hb: Heartbeat) -> bool:
-        """Record a heartbeat; True when the worker was not known (or had expired)."""
-        return self.record(hb).joined
-
     def update_heartbeat_with_transition(self, hb: Heartbeat) -> bool:
         """Record a heartbeat; True iff no worker of its pool, itself included,
         was fresh before it (Cordum's UpdateHeartbeatWithTransition)."""

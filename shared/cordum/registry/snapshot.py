@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cordum.registry.workers import WorkerInfo
+from cordum.text import as_text
 
 SNAPSHOT_KEY = "sys:workers:snapshot"
 SNAPSHOT_TTL_S = 86_400
@@ -146,17 +147,13 @@ class _Timestamps:
         return self._seen[value]
 
 
-def _text(value: Any) -> str:
-    return value if value.__class__ is str else ("" if value is None else str(value))
-
-
 def _worker(entry: Any, default_seen: float | None, timestamps: _Timestamps) -> WorkerInfo | None:
     # Runs once per worker on every read (10,000 workers every 5 s at the
     # budget's scale): positional arguments and no needless conversions.
     if entry.__class__ is not dict:
         return None
     get = entry.get
-    worker_id = _text(get("worker_id")).strip()
+    worker_id = as_text(get("worker_id")).strip()
     if not worker_id:
         return None
     last_seen = timestamps.parse(get("last_heartbeat"))
@@ -167,18 +164,18 @@ def _worker(entry: Any, default_seen: float | None, timestamps: _Timestamps) -> 
     try:
         return WorkerInfo(
             worker_id,
-            _text(get("pool")),
+            as_text(get("pool")),
             int(get("active_jobs") or 0),
             int(get("max_parallel_jobs") or 0),
-            tuple(map(_text, capabilities)) if capabilities else (),
-            {_text(k): _text(v) for k, v in labels.items()} if labels else {},
+            tuple(map(as_text, capabilities)) if capabilities else (),
+            {as_text(k): as_text(v) for k, v in labels.items()} if labels else {},
             # The SDK's heartbeat helper sends no gpu_utilization and the
             # snapshot omits zero values: a missing load reads as idle.
             float(get("cpu_load") or 0),
             float(get("gpu_utilization") or 0),
             float(get("memory_load") or 0),
-            _text(get("region")),
-            _text(get("type")),
+            as_text(get("region")),
+            as_text(get("type")),
             last_seen or 0.0,
         )
     except (TypeError, ValueError, AttributeError):
@@ -228,8 +225,8 @@ def decode_snapshot(raw: bytes | str | None) -> StoredSnapshot:
     doc, problem = decode_document(raw)
     if doc is None:
         return StoredSnapshot(problem=problem)
-    return StoredSnapshot(snapshot_workers(doc), _text(doc.get("writer_id")),
-                          _text(doc.get("captured_at")))
+    return StoredSnapshot(snapshot_workers(doc), as_text(doc.get("writer_id")),
+                          as_text(doc.get("captured_at")))
 
 
 def parse_snapshot(raw: bytes | str | None) -> list[WorkerInfo]:

@@ -146,7 +146,8 @@ class CircuitState(StrEnum):
     OPEN = "OPEN"
     HALF_OPEN = "HALF_OPEN"
     UNKNOWN = "UNKNOWN"
-    """Redis could not be read (the status endpoint's value; see ``local_state``)."""
+    """Redis could not be read (the status endpoint's value; admissions are then the
+    in-process fallback's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,10 +368,6 @@ class CircuitBreaker:
         if kind == "open":
             return BreakerState(CircuitState.OPEN, failures, cooldown, threshold)
         return BreakerState(CircuitState.HALF_OPEN, failures, 0, threshold, probes)
-
-    def local_state(self) -> BreakerState:
-        """The in-process fallback's view."""
-        return self._local.state()
 
     def _admit_args(self, mode: str, token: str) -> list[Any]:
         p = self.policy

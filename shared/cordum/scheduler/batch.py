@@ -1,35 +1,34 @@
-"""SQS batches for the submit and result functions: partial batch responses.
+"""The submit and result queues' records, handed to the engine: what their failures mean.
 
-A record that is done is left out of ``batchItemFailures`` (SQS deletes it).
-``RetryAfter`` sets that record's visibility timeout to the delay and reports
-it failed, so SQS delivers it again after the delay. A record that is not a
-CAP packet is reported failed and made visible again at once: after the
-queue's maxReceiveCount it moves to the DLQ, and it never fails the rest of
-the batch.
+Each record's body is a base64 CAP packet. The batch loop itself (partial batch
+responses, visibility delays, the invocation's deadline) is
+:func:`cordum.lambdas.sqs_batch.run_batch`; here a record's outcome is mapped to it:
+
+- ``RetryAfter``: delivered again after its delay;
+- not a CAP packet (:class:`UnparseableRecord`): waiting will not make it parseable,
+  so it is made visible again at once and the redrive moves it to the DLQ after the
+  queue's maxReceiveCount receives, not hours;
+- anything else raised: back after the queue's visibility timeout.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import logging
-import math
-import os
 from typing import TYPE_CHECKING, Any
 
-from cordum import runtime
-from cordum.metrics import METRICS
-from cordum.scheduler.errors import RetryAfter, UnparseableRecord
+from cordum.errors import RetryAfter
+from cordum.lambdas.sqs_batch import Redeliver, run_batch
+from cordum.scheduler.errors import UnparseableRecord
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from cordum.lambdas.sqs_batch import Record, RecordHandler, VisibilityDelayer
     from cordum.scheduler.packets import Outcome
 
 log = logging.getLogger(__name__)
-
-MAX_VISIBILITY_S = 12 * 3600
 
 
 def record_bytes(body: str) -> bytes:
@@ -39,29 +38,23 @@ def record_bytes(body: str) -> bytes:
         raise UnparseableRecord(f"body is not base64: {exc}") from exc
 
 
-class VisibilityDelayer:
-    """Sets a record's visibility timeout (boto3 is imported only when needed)."""
+def packet_handler(handle: Callable[[bytes], Awaitable[Outcome]]) -> RecordHandler:
+    """The record handler of an engine entry point that takes a packet's bytes."""
 
-    def __init__(self, queue_url: str | None) -> None:
-        self._queue_url = queue_url
-        self._client: Any = None
-
-    def delay(self, receipt_handle: str, seconds: float) -> None:
-        if not self._queue_url:
-            log.warning("no queue URL configured: retry uses the queue's visibility timeout")
-            return
-        if self._client is None:
-            from cordum import aws
-
-            self._client = aws.client("sqs")
+    async def on_record(record: Record) -> Redeliver | None:
+        message_id = record.get("messageId", "?")
         try:
-            self._client.change_message_visibility(
-                QueueUrl=self._queue_url,
-                ReceiptHandle=receipt_handle,
-                VisibilityTimeout=min(MAX_VISIBILITY_S, max(0, math.ceil(seconds))),
-            )
-        except Exception as exc:  # the record still retries, after the default timeout
-            log.warning("change_message_visibility failed: %s", exc)
+            outcome = await handle(record_bytes(record.get("body") or ""))
+        except RetryAfter as exc:
+            log.info("retry %s: %s", message_id, exc)
+            return Redeliver(exc.delay_s)
+        except UnparseableRecord as exc:
+            log.error("unparseable record %s: %s", message_id, exc)
+            return Redeliver(0)
+        log.info("%s %s %s %s", outcome.action, outcome.job_id, outcome.state, outcome.detail)
+        return None
+
+    return on_record
 
 
 def process_batch(
@@ -70,48 +63,6 @@ def process_batch(
     delayer: VisibilityDelayer,
     context: Any = None,
 ) -> dict[str, list[dict[str, str]]]:
-    """The partial batch response: ``{"batchItemFailures": [{"itemIdentifier": id}, ...]}``.
-
-    Records are handled concurrently on the container's event loop. (The
-    powertools batch processor would do the same inside Lambda, but outside it
-    runs ``asyncio.run`` on a new loop, which the cached clients are not bound
-    to; it also costs about 190 ms of import at cold start.) ``context`` is the
-    Lambda context: the records see its deadline as ``runtime.invocation_deadline``.
-    """
-    records = event.get("Records") or []
-    deadline = runtime.lambda_deadline(context)
-
-    async def on_record(record: dict[str, Any]) -> bool:
-        message_id = record.get("messageId", "?")
-        try:
-            outcome = await handle(record_bytes(record.get("body") or ""))
-        except RetryAfter as exc:
-            log.info("retry %s: %s", message_id, exc)
-            delayer.delay(record.get("receiptHandle", ""), exc.delay_s)
-            return False
-        except UnparseableRecord as exc:
-            # Waiting will not make it parseable: back at once, so the redrive
-            # moves it to the DLQ after maxReceiveCount receives, not hours.
-            log.error("unparseable record %s: %s", message_id, exc)
-            delayer.delay(record.get("receiptHandle", ""), 0)
-            return False
-        except Exception:
-            log.exception("record %s failed", message_id)
-            return False
-        log.info("%s %s %s %s", outcome.action, outcome.job_id, outcome.state, outcome.detail)
-        return True
-
-    async def run_all() -> list[bool]:
-        # Set in the run's own task, which the records' tasks copy: the deadline
-        # ends with this batch instead of staying behind in the caller's context.
-        runtime.invocation_deadline.set(deadline)
-        return list(await asyncio.gather(*(on_record(r) for r in records)))
-
-    done = runtime.run(run_all())
-    METRICS.flush()
-    return {"batchItemFailures": [{"itemIdentifier": r.get("messageId", "")}
-                                  for r, ok in zip(records, done, strict=True) if not ok]}
-
-
-def queue_url(env_var: str) -> str | None:
-    return os.environ.get(env_var) or None
+    """The partial batch response of a batch of packets for ``handle`` (the engine's
+    ``handle_request`` or ``handle_result``)."""
+    return run_batch(event, packet_handler(handle), delayer, context)

@@ -1,7 +1,7 @@
 """The request path: a job request is judged, routed and dispatched to a worker.
 
 Under the job's lock: the stored state decides whether there is anything to
-do; the safety verdict (or a recorded approval, ``approval.py``) whether the
+do; the safety verdict (or a recorded approval, :mod:`cordum.approval`) whether the
 job may run; the strategy which worker runs it. DISPATCHED is written before
 the publish, RUNNING after it.
 """
@@ -15,12 +15,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cordum import protocol, runtime
+from cordum.approval import APPROVAL_GATE_TOPICS, approval_binds, job_hash
+from cordum.errors import RetryAfter
 from cordum.metrics import METRICS
 from cordum.safety.client import Decision, SafetyVerdict
-from cordum.scheduler.approval import approval_binds
 from cordum.scheduler.constraints import apply_constraints, parse_constraints, safety_meta
-from cordum.scheduler.errors import NoWorkers, RetryAfter, UnparseableRecord
-from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS, job_hash
+from cordum.scheduler.errors import NoWorkers, UnparseableRecord
 from cordum.scheduler.packets import Outcome, decode, tenant_of
 from cordum.scheduler.step_jobs import check_step_job
 from cordum.store.errors import StoreError

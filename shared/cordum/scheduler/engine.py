@@ -25,11 +25,11 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cordum import protocol
+    from cordum.bus.publisher import BusPublisher
     from cordum.bus.workflow_events import RunEventSink
     from cordum.safety.client import SafetyVerdict
     from cordum.scheduler.output_check import OutputChecker
     from cordum.scheduler.ports import (
-        BusPublisher,
         CompensationRecorder,
         InputSafety,
         JobLockService,
@@ -95,10 +95,6 @@ class Engine:
     async def handle_result(self, data: bytes) -> Outcome:
         """A job result, or a cancel (the result queue carries both)."""
         return await self._results.handle_result(data)
-
-    async def cancel_job(self, job_id: str, reason: str = "cancelled by request") -> Outcome:
-        """Cancel an open job and tell its worker (one JobCancel on sys.job.cancel)."""
-        return await self._results.cancel_job(job_id, reason)
 
     async def decide(self, req: protocol.JobRequest, tenant: str,
                      meta: Mapping[str, str]) -> tuple[SafetyVerdict, dict[str, str]]:

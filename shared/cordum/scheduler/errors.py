@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from cordum.errors import RetryAfter
 
-__all__ = ["NoWorkers", "RetryAfter", "UnparseableRecord"]
-
 
 class NoWorkers(RetryAfter):
     def __init__(self, topic: str, delay_s: float = 2.0) -> None:

@@ -50,12 +50,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
+from cordum.errors import RetryAfter
+from cordum.lambdas.ticks import past
 from cordum.metrics import METRICS
 from cordum.registry.snapshot import HEARTBEAT_TTL_S, SNAPSHOT_INTERVAL_S
 from cordum.scheduler.avoiding import AvoidingDirectory, avoiding
 from cordum.scheduler.constraints import parse_constraints
 from cordum.scheduler.engine import Engine
-from cordum.scheduler.errors import RetryAfter
 from cordum.scheduler.transitions import StateWriter
 from cordum.store.errors import InvalidTransition, StoreError
 from cordum.store.jobs import JobState
@@ -361,11 +362,6 @@ class LostWorkers:
             await self._runs.send(RunEvent.job_ended(job_id, run_id))
         except Exception as exc:
             log.error("workflow event for %s not sent: %s", job_id, exc)
-
-
-def past(deadline: float | None) -> bool:
-    """Whether a ``time.monotonic()`` deadline (None: none) has come."""
-    return deadline is not None and time.monotonic() >= deadline
 
 
 def _int(value: str) -> int:

@@ -59,6 +59,7 @@ from cordum.safety.output_client import (
 from cordum.safety.output_policy import OutputDecision
 from cordum.safety.output_service import MAX_CONTENT_BYTES
 from cordum.store.results import DECISION_TTL_S, decision_key, redacted_key
+from cordum.text import as_text
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -173,9 +174,8 @@ class OutputChecker:
         request = None
         if replies[0] is not None:
             try:
-                request = json_format.Parse(_text(replies[0]) if isinstance(replies[0], bytes)
-                                            else str(replies[0]), protocol.JobRequest(),
-                                            ignore_unknown_fields=True)
+                request = json_format.Parse(as_text(replies[0], "replace"),
+                                            protocol.JobRequest(), ignore_unknown_fields=True)
             except json_format.ParseError as exc:
                 log.warning("job %s: stored request unreadable: %s", job_id, exc)
         if not result_ptr:
@@ -288,7 +288,8 @@ class OutputChecker:
         if len(content) > MAX_CONTENT_BYTES:
             # The service sees at most this much; a partial redaction would drop the rest.
             return failed(f"result larger than {MAX_CONTENT_BYTES} bytes")
-        result = await self.client.check_content(req, _text(content), timeout_s=REDACT_TIMEOUT_S)
+        result = await self.client.check_content(req, as_text(content, "replace"),
+                                                 timeout_s=REDACT_TIMEOUT_S)
         if result.failed:
             return failed(result.error or "output policy unavailable")
         if result.decision in (OutputDecision.QUARANTINE, OutputDecision.DENY):
@@ -371,15 +372,11 @@ def _verdict(result: OutputCheckResult, phase: str, *, quarantine: bool,
                          result.policy_snapshot, result_ptr, result.failed)
 
 
-def _text(content: bytes) -> str:
-    return content.decode("utf-8", "replace")
-
-
 def _scan_text(content: bytes) -> tuple[str, bool]:
     """The first MAX_CONTENT_BYTES of ``content`` as text that still fits the limit
     once re-encoded (each undecodable byte becomes a 3-byte U+FFFD), and whether
     that text is all of ``content``."""
-    text = _text(content[:MAX_CONTENT_BYTES])
+    text = as_text(content[:MAX_CONTENT_BYTES], "replace")
     complete = len(content) <= MAX_CONTENT_BYTES
     encoded = text.encode()
     if len(encoded) > MAX_CONTENT_BYTES:

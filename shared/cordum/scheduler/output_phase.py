@@ -16,9 +16,9 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from cordum import protocol, runtime
+from cordum.errors import RetryAfter
 from cordum.metrics import METRICS
 from cordum.safety.output_client import CONTENT_TIMEOUT_S
-from cordum.scheduler.errors import RetryAfter
 from cordum.scheduler.output_check import ASYNC_QUARANTINE_CODE, UNAVAILABLE_QUARANTINE_CODE
 from cordum.scheduler.packets import tenant_of
 from cordum.store.errors import InvalidTransition, StoreError
@@ -27,9 +27,10 @@ from cordum.store.jobs import JobState, now_us
 from cordum.store.results import DECISION_TTL_S, decision_key
 
 if TYPE_CHECKING:
+    from cordum.bus.publisher import BusPublisher
     from cordum.scheduler.output_check import OutputChecker, OutputVerdict, Prefetched
     from cordum.scheduler.policy import EnginePolicy
-    from cordum.scheduler.ports import BusPublisher, EnginePorts
+    from cordum.scheduler.ports import EnginePorts
     from cordum.scheduler.transitions import StateWriter
     from cordum.store.jobs import JobStore
 

@@ -2,7 +2,9 @@
 
 Each port names its real adapter; a test may hand in anything of the same shape.
 The job store (``store.jobs.JobStore``) and the output checker
-(``scheduler.output_check.OutputChecker``) are used as they are.
+(``scheduler.output_check.OutputChecker``) are used as they are; the publishers' shapes
+are the bus's (``bus.publisher.BusPublisher``, ``JobPublisher``), shared with the
+workflow engine.
 """
 
 from __future__ import annotations
@@ -15,24 +17,12 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from cordum import protocol
+    from cordum.bus.publisher import BusPublisher
     from cordum.bus.workflow_events import RunEventSink
     from cordum.safety.client import SafetyVerdict
     from cordum.scheduler.output_check import OutputChecker
     from cordum.store.jobs import JobStore
     from cordum.store.locks import Lease
-
-
-class BusPublisher(Protocol):
-    """Where dispatches, DLQ notices, cancels and audits go (``NatsPublisher``)."""
-
-    async def publish(self, subject: str, msg: protocol.BusPacket) -> None: ...
-
-
-class DurablePublisher(BusPublisher, Protocol):
-    """Also publishes once per message id: compensation jobs (``NatsPublisher``)."""
-
-    async def publish_durable(self, subject: str, msg: protocol.BusPacket, *,
-                              msg_id: str) -> None: ...
 
 
 class InputSafety(Protocol):

@@ -25,11 +25,11 @@ on to another worker (``lost_workers.py``), when it is given that collaborator.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cordum.config import ConfigError, load_yaml
+from cordum.lambdas.ticks import past
 from cordum.store.errors import InvalidTransition, StoreError
 from cordum.store.jobs import OPEN_STATES, JobState, now_us
 
@@ -293,8 +293,3 @@ class Reconciler:
             return "moved" if result.previous else "orphaned"
         log.error("reconciler: timing out %s failed: %s", job_id, last)
         return "failed"
-
-
-def past(deadline: float | None) -> bool:
-    """Whether a ``time.monotonic()`` deadline (None: none) has come."""
-    return deadline is not None and time.monotonic() >= deadline

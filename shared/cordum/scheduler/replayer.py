@@ -16,12 +16,12 @@ page of 200 per state, a single pass.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cordum.scheduler.approval import APPROVED, STATUS_FIELD
-from cordum.scheduler.errors import RetryAfter
+from cordum.approval import APPROVED, STATUS_FIELD
+from cordum.errors import RetryAfter
+from cordum.lambdas.ticks import past
 from cordum.store.errors import StoreError
 from cordum.store.jobs import JobState, now_us
 
@@ -126,7 +126,7 @@ class PendingReplayer:
             return
         report.listed += len(ids)
         for job_id in ids:
-            if deadline is not None and time.monotonic() >= deadline:
+            if past(deadline):
                 report.stopped_early = True
                 return
             try:

@@ -11,12 +11,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from cordum import protocol
+from cordum.errors import RetryAfter
 from cordum.metrics import METRICS
 from cordum.scheduler.compensation import InvalidCompensation
-from cordum.scheduler.errors import RetryAfter
 from cordum.scheduler.output_check import QUARANTINE_REASON_CODE
 from cordum.scheduler.output_phase import OutputPhase
 from cordum.scheduler.packets import Outcome, decode
+from cordum.step_job_ids import parse_step_job_id
 from cordum.store.errors import StoreError
 from cordum.store.jobs import NO_STATE, OPEN_STATES, JobState
 from cordum.store.results import is_worker_pointer, result_pointer
@@ -57,7 +58,6 @@ class ResultPath:
 
     def __init__(self, ports: EnginePorts, writer: StateWriter, policy: EnginePolicy) -> None:
         self._store = ports.store
-        self._publisher = ports.publisher
         self._saga = ports.saga
         self._rollback = ports.rollback
         self._requests = ports.requests
@@ -225,21 +225,6 @@ class ResultPath:
 
     # ------------------------------------------------------------ cancel
 
-    async def cancel_job(self, job_id: str, reason: str = "cancelled by request") -> Outcome:
-        """Cancel an open job and tell its worker (one JobCancel on sys.job.cancel)."""
-        applied = await self._writer.transition(job_id, [JobState.CANCELLED], OPEN_STATES,
-                                                {"failure_reason": reason})
-        if not applied:
-            return Outcome(job_id, "ignored", detail="job is terminal or unknown")
-        notice = protocol.JobCancel(job_id=job_id, reason=reason,
-                                    requested_by=protocol.SENDER_SCHEDULER)
-        try:
-            await self._publisher.publish(protocol.SUBJECT_CANCEL, protocol.packet(
-                trace_id=job_id, sender_id=protocol.SENDER_SCHEDULER, job_cancel=notice))
-        except Exception as exc:  # the job is CANCELLED; only the worker's notice is lost
-            log.error("cancel notice for %s not published: %s", job_id, exc)
-        return Outcome(job_id, "cancelled", JobState.CANCELLED.value)
-
     async def _cancel(self, cancel: protocol.JobCancel) -> Outcome:
         if not cancel.job_id:
             log.warning("dropping cancel without job_id")
@@ -254,12 +239,11 @@ class ResultPath:
         # A store failure raises RetryAfter: the cancel is redelivered, not dropped.
         applied = await self._writer.transition(cancel.job_id, [JobState.CANCELLED],
                                                 only_from, fields)
-        if applied and cancel.job_id.partition(":")[1]:
+        step_job = parse_step_job_id(cancel.job_id) if applied else None
+        if step_job is not None:
             # A step job cancelled from the bus (its run's own cancel, or a producer):
-            # the run hears it like any end; one that is not a run's step is ignored there.
-            from cordum.bus.workflow_events import run_of_job
-
-            await self._tell_run(run_of_job(cancel.job_id), cancel.job_id)
+            # the run hears it like any end; the run checks that the job is its step's.
+            await self._tell_run(step_job.run_id, cancel.job_id)
         if not applied:
             return Outcome(cancel.job_id, "ignored", detail="job is terminal or unknown")
         return Outcome(cancel.job_id, "cancelled", JobState.CANCELLED.value)

@@ -53,7 +53,8 @@ from cordum.store.errors import StoreError
 from cordum.store.saga import SagaStack
 
 if TYPE_CHECKING:
-    from cordum.scheduler.ports import DurablePublisher, InputSafety
+    from cordum.bus.publisher import JobPublisher
+    from cordum.scheduler.ports import InputSafety
     from cordum.store.saga import RedisSagaClientProtocol
 
 log = logging.getLogger(__name__)
@@ -160,7 +161,7 @@ class Saga:
     def __init__(
         self,
         redis: RedisSagaClientProtocol,
-        publisher: DurablePublisher,
+        publisher: JobPublisher,
         *,
         safety: InputSafety | None = None,
         policy: SagaPolicy | None = None,

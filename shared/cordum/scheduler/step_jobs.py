@@ -1,15 +1,18 @@
-"""The scheduler's side of workflow step job ids (:mod:`cordum.store.step_jobs`)."""
+"""The scheduler's side of workflow step job ids (:mod:`cordum.step_job_ids`, the
+records in :mod:`cordum.store.step_jobs`)."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
+from cordum.approval import job_hash
+from cordum.errors import RetryAfter
 from cordum.metrics import METRICS
-from cordum.scheduler.errors import RetryAfter, UnparseableRecord
-from cordum.scheduler.jobhash import job_hash
+from cordum.scheduler.errors import UnparseableRecord
+from cordum.step_job_ids import parse_step_job_id
 from cordum.store.errors import StoreError
-from cordum.store.step_jobs import StepJobRecord, parse_step_job_id, step_job_key
+from cordum.store.step_jobs import StepJobRecord, step_job_key
 
 if TYPE_CHECKING:
     from cordum import protocol

@@ -23,9 +23,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cordum.errors import RetryAfter
 from cordum.protocol import direct_subject
 from cordum.registry.workers import WorkerSnapshot, load_order
-from cordum.scheduler.errors import NoWorkers, RetryAfter
+from cordum.scheduler.errors import NoWorkers
 
 if TYPE_CHECKING:
     from cordum.config import PoolsConfig
@@ -82,16 +83,6 @@ class NoPoolMapping(Exception):  # noqa: N818 (Cordum's name for it)
         self.topic = topic
 
 
-def reason_code_for(exc: BaseException) -> str:
-    """Cordum's reasonCodeForSchedulingError: the DLQ code of a failed pick."""
-    code = getattr(exc, "reason_code", None)
-    if isinstance(code, str) and code:
-        return code
-    if isinstance(exc, NoWorkers):
-        return NoEligibleWorkers.reason_code
-    return "dispatch_failed"
-
-
 @dataclass(frozen=True, slots=True)
 class OverloadPolicy:
     """When a worker is too busy to be given another job."""
@@ -134,11 +125,6 @@ def placement_labels(labels: Mapping[str, str]) -> dict[str, str]:
 def normalize_requires(values: Iterable[str]) -> frozenset[str]:
     """Requirements compare trimmed and case-insensitively; blank entries mean nothing."""
     return frozenset(v.strip().lower() for v in values if v.strip())
-
-
-def pool_satisfies(pool_requires: Iterable[str], job_requires: Iterable[str]) -> bool:
-    """True when the pool offers every requirement of the job."""
-    return normalize_requires(job_requires) <= normalize_requires(pool_requires)
 
 
 def eligible_pools(pools: PoolsConfig, names: Sequence[str],
@@ -253,18 +239,6 @@ def select_from_snapshot(
     if candidates:
         raise PoolOverloaded(topic, pool_names, candidates)
     raise NoEligibleWorkers(topic, pool_names)
-
-
-def pick_worker(workers: list[WorkerInfo], pools: list[str]) -> WorkerInfo | None:
-    """The least-loaded worker of ``pools`` (overloaded ones skipped), or None.
-
-    Kept for callers that resolve pools themselves; ``LeastLoadedStrategy.pick``
-    also applies preferred pool/worker, requires, placement labels and readiness.
-    """
-    try:
-        return select_least_loaded(workers, pools, topic="")
-    except (NoWorkers, PoolOverloaded):
-        return None
 
 
 class LeastLoadedStrategy:

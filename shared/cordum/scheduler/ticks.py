@@ -1,147 +1,124 @@
-"""Periodic ticks inside one scheduled invocation.
+"""The scheduler's two scheduled functions, wired here so their Lambda modules stay one
+call each (the tick loop and the invocation around it: :mod:`cordum.lambdas.ticks`).
 
-EventBridge fires at most once a minute; Cordum's reconciler and replayer tick
-every 30 s. One invocation therefore ticks twice, 30 s apart, when its
-remaining time allows, under a TTL-hold lock (a schedule may deliver the same
-event twice; only the holder ticks). For a 55 s function::
+- :func:`reconciler_tick` hands the jobs of lost workers and lost dispatches to another
+  worker (or fails them), then times out stale SCHEDULED / DISPATCHED / RUNNING jobs
+  and jobs past their deadline.
+- :func:`replayer_tick` re-drives PENDING, approved APPROVAL_REQUIRED and SCHEDULED
+  jobs older than the dispatch timeout through the engine, then checks held outputs
+  again (with the output policy on).
 
-    t=0     SET lock NX PX min(2 x interval, time left) -> held until t=55, the
-            hard end of this invocation; never released
-    t=0     tick 1, deadline = lock end - margin (t=52)
-    t=30    renew the lock (compare-and-PEXPIRE, again up to t=55): still ours?
-            tick 2, deadline t=52
-    t=55    the invocation is over and the lock lapses with it
-    t=60    next invocation: the lock is free again
-
-The hold never outlives the invocation's hard end, so the next minute's
-invocation is not shut out by a lock nobody uses, and a tick never runs past
-its lock. Before tick 2 nothing sleeps past the deadline minus the margin: if
-less than ``min_tick_s`` would be left, the invocation ends after tick 1.
+Each ticks every ``scan_interval_s`` (30 s) under its own TTL-hold lock while the
+invocation's time allows (:func:`cordum.lambdas.ticks.run_ticks`); the collaborators
+are built once per container.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, TypeVar
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-from cordum.store.errors import StoreError
+from cordum import runtime
+from cordum.config import settings
+from cordum.lambdas.ticks import run_ticks, scheduled
+from cordum.metrics import METRICS
+from cordum.registry.liveness import SnapshotLiveness
+from cordum.scheduler.held_outputs import HeldOutputRechecker, HeldReport, HoldPolicy
+from cordum.scheduler.lost_workers import LostWorkers
+from cordum.scheduler.reconciler import LOCK_KEY as RECONCILER_LOCK
+from cordum.scheduler.reconciler import Reconciler, ReconcilerPolicy, ReconcilerTimeouts
+from cordum.scheduler.replayer import LOCK_KEY as REPLAYER_LOCK
+from cordum.scheduler.replayer import PendingReplayer, ReplayerPolicy, ReplayReport
+from cordum.scheduler.service import default_engine
+from cordum.store.indexes import JobIndexes
+from cordum.store.jobs import JobStore
+from cordum.store.locks import TtlHoldLock
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
-    from cordum.store.locks import TtlHoldLock
-
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
+    from collections.abc import Callable
 
 
-SCHEDULE_PERIOD_S = 60.0
-"""How often EventBridge invokes a tick function (``rate(1 minute)``)."""
+def reconciler_tick(context: Any) -> dict[str, Any]:
+    """The reconciler's invocation: its ticks' totals."""
+    return scheduled(context, _reconcile)
 
 
-@dataclass(frozen=True, slots=True)
-class TickPolicy:
-    """How ticks fit in an invocation."""
-
-    margin_s: float = 3.0
-    """Kept free before the invocation's end (and the lock's): one Redis call at its 2 s
-    timeout, plus returning the answer."""
-    min_tick_s: float = 5.0
-    """A tick starts only if at least this long is left before the margin."""
-    max_ticks: int = 2
-    """Ticks per invocation: two at a 30 s interval fill a 1-minute schedule."""
-
-    @classmethod
-    def for_interval(cls, interval_s: float) -> TickPolicy:
-        """As many ticks as ``interval_s`` fits in the schedule's minute (two at 30 s,
-        five at 10 s once the margins are kept), so no interval leaves most of the
-        minute unwatched."""
-        return cls(max_ticks=max(1, int(SCHEDULE_PERIOD_S // max(interval_s, 1.0))))
+def replayer_tick(context: Any) -> dict[str, Any]:
+    """The pending replayer's invocation (with the held outputs' recheck): its totals."""
+    return scheduled(context, _replay)
 
 
-@dataclass(slots=True)
-class TickRun(Generic[T]):
-    """What an invocation's ticks did."""
-
-    ticks: int = 0
-    """Ticks run (including ones that raised)."""
-    failed: int = 0
-    """Ticks that raised; each was logged."""
-    results: list[T] = field(default_factory=list)
-    stopped: str = ""
-    """Why no (further) tick ran: "lock held", "lock error", "lock lost", "no time",
-    or "" after ``max_ticks``."""
+@lru_cache(maxsize=1)
+def _timeouts() -> ReconcilerTimeouts:
+    return ReconcilerTimeouts.load(settings().config_dir)
 
 
-async def run_ticks(
-    tick_fn: Callable[[float], Awaitable[T]],
-    lock: TtlHoldLock,
-    remaining_ms: Callable[[], int],
-    interval_s: float = 30.0,
-    *,
-    policy: TickPolicy | None = None,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> TickRun[T]:
-    """Tick under ``lock`` every ``interval_s`` while the invocation's time allows.
+def _tick_lock(key: str) -> TtlHoldLock:
+    """A tick's TTL-hold: one replica ticks per two intervals."""
+    return TtlHoldLock(runtime.redis_client(settings()), key,
+                       ttl_s=2 * _timeouts().scan_interval_s)
 
-    ``tick_fn`` receives its deadline as a ``time.monotonic()`` instant.
-    ``remaining_ms`` is the invocation's clock
-    (``context.get_remaining_time_in_millis``); all waiting is measured on it.
-    """
-    policy = policy or TickPolicy.for_interval(interval_s)
-    run: TickRun[T] = TickRun()
 
-    def left_s() -> float:
-        return remaining_ms() / 1000.0
+@lru_cache(maxsize=1)
+def _reconciler() -> tuple[Reconciler, TtlHoldLock]:
+    redis = runtime.redis_client(settings())
+    lost = LostWorkers(default_engine(), JobIndexes(redis), SnapshotLiveness(redis))
+    reconciler = Reconciler(JobStore(redis), JobIndexes(redis),
+                            ReconcilerPolicy.from_timeouts(_timeouts()), lost=lost)
+    return reconciler, _tick_lock(RECONCILER_LOCK)
 
-    started = left_s()
-    if started - policy.margin_s < policy.min_tick_s:
-        run.stopped = "no time"
-        return run
-    hold_s = min(lock.ttl_s, started)
-    try:
-        token = await lock.try_acquire(hold_s)
-    except StoreError as exc:
-        log.error("tick lock %s: %s", lock.key, exc)
-        run.stopped = "lock error"
-        return run
-    if token is None:
-        log.info("tick lock %s is held elsewhere; not ticking", lock.key)
-        run.stopped = "lock held"
-        return run
-    # Measured on the invocation's clock: the time left when the hold lapses.
-    lapses_at = started - hold_s
 
-    while True:
-        tick_started = left_s()
-        budget_s = tick_started - lapses_at - policy.margin_s
-        try:
-            run.results.append(await tick_fn(time.monotonic() + budget_s))
-        except Exception:
-            log.exception("tick under %s failed", lock.key)
-            run.failed += 1
-        run.ticks += 1
-        if run.ticks >= policy.max_ticks:
-            return run
-        wait_s = max(0.0, interval_s - (tick_started - left_s()))
-        if left_s() - wait_s - policy.margin_s < policy.min_tick_s:
-            run.stopped = "no time"
-            return run
-        await sleep(wait_s)
-        now_left = left_s()
-        hold_s = min(lock.ttl_s, now_left)
-        try:
-            still_ours = await lock.renew(token, hold_s)
-        except StoreError as exc:
-            log.error("tick lock %s: %s", lock.key, exc)
-            run.stopped = "lock error"
-            return run
-        if not still_ours:
-            log.warning("tick lock %s was lost between ticks", lock.key)
-            run.stopped = "lock lost"
-            return run
-        lapses_at = now_left - hold_s
+@lru_cache(maxsize=1)
+def _replayer() -> tuple[PendingReplayer, HeldOutputRechecker | None, TtlHoldLock]:
+    cfg = settings()
+    redis = runtime.redis_client(cfg)
+    engine = default_engine()
+    replayer = PendingReplayer(engine, JobIndexes(redis),
+                               ReplayerPolicy.from_timeouts(_timeouts()))
+    held = HeldOutputRechecker.of_engine(engine, HoldPolicy.from_settings(cfg))
+    return replayer, held, _tick_lock(REPLAYER_LOCK)
+
+
+async def _reconcile(remaining_ms: Callable[[], int]) -> dict[str, Any]:
+    reconciler, lock = _reconciler()
+    run = await run_ticks(reconciler.tick, lock, remaining_ms, _timeouts().scan_interval_s)
+    for report in run.results:
+        for state, n in report.timed_out.items():
+            METRICS.count("stale_jobs", n, state=state)
+    return {
+        "ticks": run.ticks,
+        "failed_ticks": run.failed,
+        "stopped": run.stopped,
+        "timed_out": sum(r.total_timed_out for r in run.results),
+        "moved": sum(r.moved for r in run.results),
+        "failed": sum(r.failed for r in run.results),
+        "lost_retried": sum(sum(r.lost.retried.values()) for r in run.results if r.lost),
+        "lost_failed": sum(sum(r.lost.failed.values()) for r in run.results if r.lost),
+        "stopped_early": any(r.stopped_early for r in run.results),
+    }
+
+
+async def _replay(remaining_ms: Callable[[], int]) -> dict[str, Any]:
+    replayer, held, lock = _replayer()
+
+    async def tick(deadline: float) -> tuple[ReplayReport, HeldReport]:
+        report = await replayer.tick(deadline)
+        return report, await held.tick(deadline) if held is not None else HeldReport()
+
+    run = await run_ticks(tick, lock, remaining_ms, _timeouts().scan_interval_s)
+    replays = [r for r, _ in run.results]
+    outputs = [h for _, h in run.results]
+    replayed = sum(r.total_replayed for r in replays)
+    if replayed:
+        METRICS.count("orphan_replayed", replayed)
+    return {
+        "ticks": run.ticks,
+        "failed_ticks": run.failed,
+        "stopped": run.stopped,
+        "replayed": replayed,
+        "retry_later": sum(r.retry_later for r in replays),
+        "failed": sum(r.failed for r in replays),
+        "stopped_early": any(r.stopped_early for r in replays),
+        "outputs_decided": sum(h.decided + h.quarantined for h in outputs),
+        "outputs_still_held": sum(h.still_held for h in outputs),
+    }

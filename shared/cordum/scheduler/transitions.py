@@ -8,8 +8,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
+from cordum.errors import RetryAfter
 from cordum.scheduler.errorcodes import error_code_enum
-from cordum.scheduler.errors import RetryAfter
 from cordum.store.errors import InvalidTransition, StoreError
 from cordum.store.jobs import JobState
 

@@ -24,12 +24,16 @@ class InvalidTransition(StoreError):
 
 
 class LockBusy(RetryAfter):
-    """Another holder has the job's lock and kept it past the wait."""
+    """Another holder has the lock (a job's, a run's) and kept it past the wait."""
 
-    def __init__(self, job_id: str, delay_s: float) -> None:
-        super().__init__("job lock busy", delay_s)
-        self.job_id = job_id
+    def __init__(self, key: str, delay_s: float) -> None:
+        super().__init__(f"lock {key} busy", delay_s)
+        self.key = key
 
 
 class LockUnavailable(RetryAfter):
-    """Redis failed while the job's lock was being taken."""
+    """Redis failed while the lock (a job's, a run's) was being taken."""
+
+    def __init__(self, key: str, cause: Exception, delay_s: float) -> None:
+        super().__init__(f"lock {key}: {cause}", delay_s)
+        self.key = key

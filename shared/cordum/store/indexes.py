@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.store.errors import StoreError
 from cordum.store.jobs import DEADLINE_KEY, index_key, meta_key, request_key
+from cordum.text import as_text
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -46,12 +47,6 @@ def normalize_cutoff_us(cutoff: int | float) -> int:
     return int(cutoff // 1_000)
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode()
-    return "" if value is None else str(value)
-
-
 class JobIndexes:
     """Queries over ``job:index:<state>``, ``job:deadline``, ``job:req:<id>``, ``job:meta:<id>``."""
 
@@ -78,7 +73,7 @@ class JobIndexes:
                                                    num=limit, withscores=True)
         except Exception as exc:
             raise StoreError(f"read {index_key(state)}: {exc}") from exc
-        return [(_text(i), int(score)) for i, score in rows]
+        return [(as_text(i), int(score)) for i, score in rows]
 
     async def get_meta_fields(self, job_ids: list[str],
                               names: tuple[str, ...]) -> list[dict[str, str]]:
@@ -92,7 +87,7 @@ class JobIndexes:
             rows = await pipe.execute()
         except Exception as exc:
             raise StoreError(f"read meta of {len(job_ids)} jobs: {exc}") from exc
-        return [dict(zip(names, map(_text, row), strict=True)) for row in rows]
+        return [dict(zip(names, map(as_text, row), strict=True)) for row in rows]
 
     async def existing(self, keys: list[str]) -> list[bool]:
         """Whether each key exists, in one round trip."""
@@ -119,7 +114,7 @@ class JobIndexes:
         from cordum import protocol
 
         try:
-            return json_format.Parse(_text(raw), protocol.JobRequest(),
+            return json_format.Parse(as_text(raw), protocol.JobRequest(),
                                      ignore_unknown_fields=True)
         except json_format.ParseError as exc:
             log.warning("stored request of %s is not a JobRequest: %s", job_id, exc)
@@ -128,14 +123,14 @@ class JobIndexes:
     async def get_trace_id(self, job_id: str) -> str:
         """The job's trace id ('' when unknown)."""
         try:
-            return _text(await self._redis.hget(meta_key(job_id), "trace_id"))
+            return as_text(await self._redis.hget(meta_key(job_id), "trace_id"))
         except Exception as exc:
             raise StoreError(f"read trace of {job_id}: {exc}") from exc
 
     async def get_meta_field(self, job_id: str, name: str) -> str:
         """One field of the job's meta ('' when unset)."""
         try:
-            return _text(await self._redis.hget(meta_key(job_id), name))
+            return as_text(await self._redis.hget(meta_key(job_id), name))
         except Exception as exc:
             raise StoreError(f"read {name} of {job_id}: {exc}") from exc
 
@@ -145,4 +140,4 @@ class JobIndexes:
                                                   num=limit)
         except Exception as exc:
             raise StoreError(f"read {key}: {exc}") from exc
-        return [_text(i) for i in ids]
+        return [as_text(i) for i in ids]

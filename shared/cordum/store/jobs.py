@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.store.errors import InvalidTransition, StoreError
+from cordum.text import as_text
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Iterable, Mapping
@@ -233,12 +234,12 @@ class JobStore:
                 entry, DLQ_TTL_S, "" if unchanged_since is None else unchanged_since,
                 len(records or {}), worker_of_record, *sides, *_flatten(fields)]
         status, previous, workflow_id = await self._call(self._transition, keys, args)
-        status = _text(status)
-        previous = _text(previous)
+        status = as_text(status)
+        previous = as_text(previous)
         if status == "invalid":
             raise InvalidTransition(job_id, previous, states[-1])
         return TransitionResult(applied=status == "ok", previous=previous,
-                                workflow_id=_text(workflow_id), foreign=status == "foreign")
+                                workflow_id=as_text(workflow_id), foreign=status == "foreign")
 
     async def put_records(self, job_id: str, fields: Mapping[str, str],
                           records: Mapping[str, tuple[str, int]]) -> None:
@@ -300,26 +301,20 @@ class JobStore:
             raw = await self._redis.hgetall(meta_key(job_id))
         except Exception as exc:
             raise StoreError(f"read job {job_id}: {exc}") from exc
-        return {_text(k): _text(v) for k, v in raw.items()}
+        return {as_text(k): as_text(v) for k, v in raw.items()}
 
     async def get_payload(self, key: str) -> str | None:
         try:
             value = await self._redis.get(key)
         except Exception as exc:
             raise StoreError(f"read {key}: {exc}") from exc
-        return None if value is None else _text(value)
+        return None if value is None else as_text(value)
 
     async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         try:
             return await script(keys=keys, args=args)
         except Exception as exc:  # connection, timeout, script error: all leave nothing half-done
             raise StoreError(f"redis: {exc}") from exc
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode()
-    return "" if value is None else str(value)
 
 
 def decode_labels(meta: Mapping[str, str]) -> dict[str, str]:

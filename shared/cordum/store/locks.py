@@ -6,9 +6,12 @@ lease ran out can neither delete nor extend the next holder's lock.
 
 Two kinds of lock use them:
 
-- :class:`JobLocks` hands out a :class:`Lease` on ``cordum:scheduler:job:<id>``
-  while one invocation decides about a job. The lease renews itself in the
-  background and is released on exit.
+- A :class:`Lease` is held while one invocation decides about a thing: a job
+  (:class:`JobLocks`, ``cordum:scheduler:job:<id>``) or a workflow run (the workflow
+  store's run lock). :meth:`LockScripts.acquire` is the one way to take one: it polls
+  a busy key until its wait ends, and hands over a lease that renews itself in the
+  background and is released on exit. A lock may be taken by a script that also
+  reads what the holder needs, in the same round trip (an :data:`Attempt`).
 - :class:`TtlHoldLock` is taken by a periodic tick and never released: its
   TTL is the window in which no other replica runs the same tick.
 
@@ -22,20 +25,23 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cordum.store.errors import LockBusy, LockUnavailable, StoreError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Sequence
+    from collections.abc import AsyncIterator, Sequence
 
 log = logging.getLogger(__name__)
 
 _LUA = Path(__file__).parent / "lua"
 
 JOB_LOCK_PREFIX = "cordum:scheduler:job:"
+
+T = TypeVar("T")
 
 
 def job_lock_key(job_id: str) -> str:
@@ -44,7 +50,7 @@ def job_lock_key(job_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LockPolicy:
-    """How a job lock is taken, kept and given up. Defaults are Cordum's."""
+    """How a lock is taken, kept and given up. Defaults are Cordum's for a job's lock."""
 
     ttl_s: float = 60.0
     """Time to live of the lock key; what a crashed holder blocks the job for."""
@@ -91,6 +97,13 @@ def _new_token() -> str:
     return str(uuid.uuid4())
 
 
+Attempt = Callable[[str], Awaitable[tuple[bool, Any]]]
+"""One try at a lock under a token: ``(True, what it read with the key)`` when the key
+is now the token's, ``(False, None)`` while another holder has it. It bounds its own
+Redis call and raises :class:`StoreError` when Redis fails; anything else it raises
+ends the acquire as it is (the workflow store's "no such run", for one)."""
+
+
 class LockScripts:
     """Acquire, renew and release on one Redis client; the scripts are registered once."""
 
@@ -119,9 +132,65 @@ class LockScripts:
     async def release(self, key: str, token: str, also_delete: Sequence[str] = ()) -> bool:
         return bool(await self._release(keys=[key, *also_delete], args=[token]))
 
+    def set_nx(self, key: str, policy: LockPolicy) -> Attempt:
+        """The plain attempt: ``SET key token NX PX ttl``; it reads nothing."""
+        async def attempt(token: str) -> tuple[bool, Any]:
+            return await _bounded(self.try_acquire(key, token, policy.ttl_s), policy), None
+        return attempt
+
+    def set_nx_read(self, key: str, policy: LockPolicy, read: str) -> Attempt:
+        """The attempt that also reads the hash ``read`` (a job's meta) when it takes
+        the key (``lua/lock_acquire_read.lua``)."""
+        async def attempt(token: str) -> tuple[bool, Any]:
+            data = await _bounded(self.try_acquire_read(key, token, policy.ttl_s, read),
+                                  policy)
+            return data is not None, data
+        return attempt
+
+    async def acquire(self, key: str, policy: LockPolicy, *, wait_s: float,
+                      deadline: float | None = None, attempt: Attempt | None = None) -> Lease:
+        """Take ``key`` and hold it as a renewing :class:`Lease`, waiting while it is busy.
+
+        The wait ends after ``wait_s`` or at ``deadline``, whichever comes first (at
+        least one attempt is made: 0 is one attempt), with :class:`LockBusy` (a
+        ``RetryAfter`` of ``busy_retry_s``). A Redis failure raises
+        :class:`LockUnavailable` (``error_retry_s``); both name the key. ``attempt``
+        is the try to take the key with (:meth:`set_nx` by default); what it read is
+        the lease's ``data``.
+        """
+        attempt = attempt or self.set_nx(key, policy)
+        token = _new_token()
+        give_up = time.monotonic() + wait_s
+        if deadline is not None:
+            give_up = min(give_up, deadline)
+        while True:
+            try:
+                taken, data = await attempt(token)
+            except StoreError as exc:
+                # A SET that timed out may still have landed: the key then blocks
+                # until its TTL runs out, and the retry finds it busy until then.
+                raise LockUnavailable(key, exc, policy.error_retry_s) from exc
+            if taken:
+                lease = Lease(self, key, token, policy)
+                lease.data = data
+                lease._start_renewing()
+                return lease
+            if time.monotonic() + policy.acquire_poll_s > give_up:
+                raise LockBusy(key, policy.busy_retry_s)
+            await asyncio.sleep(policy.acquire_poll_s)
+
+
+async def _bounded(call: Awaitable[T], policy: LockPolicy) -> T:
+    """One Redis call of an attempt, bounded by ``op_timeout_s``; any failure (a
+    connection, the timeout, a script error) is a :class:`StoreError`."""
+    try:
+        return await asyncio.wait_for(call, policy.op_timeout_s)
+    except Exception as exc:
+        raise StoreError(str(exc) or type(exc).__name__) from exc
+
 
 class Lease:
-    """A held job lock. Check :attr:`lost` before writing as the job's owner.
+    """A held lock (a job's, a run's). Check :attr:`lost` before writing as its owner.
 
     The renewal runs on its own task while the lease is held::
 
@@ -142,8 +211,9 @@ class Lease:
         self.token = token
         self.fence = asyncio.Event()
         """Set when the lease is lost; a holder may await it to stop early."""
-        self.data: dict[str, str] | None = None
-        """The hash read together with the acquire (``acquire(read=...)``), else None."""
+        self.data: Any = None
+        """What the acquire read together with the key (a job's meta with
+        ``JobLocks.acquire(read=...)``, a run with the workflow store's), else None."""
         self.lost_reason = ""
         self._scripts = scripts
         self._policy = policy
@@ -225,44 +295,16 @@ class JobLocks:
 
     async def acquire(self, job_id: str, *, deadline: float | None = None,
                       read: str | None = None) -> Lease:
-        """Take the job's lock, waiting while it is busy.
+        """Take the job's lock (:meth:`LockScripts.acquire`), waiting while it is busy.
 
-        The wait ends after ``acquire_timeout_s`` or at ``deadline``, whichever
-        comes first (at least one attempt is made); then :class:`LockBusy` (a
-        ``RetryAfter`` of ``busy_retry_s``). A Redis failure raises
-        :class:`LockUnavailable` (``error_retry_s``). With ``read``, that hash (the
-        job's meta) is read by the same script as the acquire and handed over as
-        ``lease.data``.
+        The wait ends after ``acquire_timeout_s`` or at ``deadline``, whichever comes
+        first. With ``read``, that hash (the job's meta) is read by the same script as
+        the acquire and handed over as ``lease.data``.
         """
-        policy = self.policy
-        key = job_lock_key(job_id)
-        token = _new_token()
-        give_up = time.monotonic() + policy.acquire_timeout_s
-        if deadline is not None:
-            give_up = min(give_up, deadline)
-        while True:
-            data: dict[str, str] | None = None
-            try:
-                if read is None:
-                    got = await asyncio.wait_for(
-                        self._scripts.try_acquire(key, token, policy.ttl_s), policy.op_timeout_s)
-                else:
-                    data = await asyncio.wait_for(
-                        self._scripts.try_acquire_read(key, token, policy.ttl_s, read),
-                        policy.op_timeout_s)
-                    got = data is not None
-            except Exception as exc:
-                # A SET that timed out may still have landed: the key then blocks the
-                # job until its TTL runs out, and the retry finds it busy until then.
-                raise LockUnavailable(f"job lock {job_id}: {exc}", policy.error_retry_s) from exc
-            if got:
-                lease = Lease(self._scripts, key, token, policy)
-                lease.data = data
-                lease._start_renewing()
-                return lease
-            if time.monotonic() + policy.acquire_poll_s > give_up:
-                raise LockBusy(job_id, policy.busy_retry_s)
-            await asyncio.sleep(policy.acquire_poll_s)
+        key, policy = job_lock_key(job_id), self.policy
+        attempt = None if read is None else self._scripts.set_nx_read(key, policy, read)
+        return await self._scripts.acquire(key, policy, wait_s=policy.acquire_timeout_s,
+                                           deadline=deadline, attempt=attempt)
 
     @contextlib.asynccontextmanager
     async def job_lock(self, job_id: str, *, deadline: float | None = None,

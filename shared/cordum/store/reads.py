@@ -1,4 +1,5 @@
-"""The HTTP API's reads of jobs: index pages, meta fields, one job's other keys.
+"""Reads of jobs: index pages, meta fields, one job's other keys (for the HTTP API),
+and the ends of workflow step jobs (for the workflow reconciler).
 
 Each call is one round trip (a single command or one pipeline), however many
 jobs it reads, so a list page costs a fixed number of round trips. Any Redis
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cordum import protocol
 from cordum.store.errors import StoreError
 from cordum.store.jobs import dlq_entry_key, events_key, meta_key, request_key
+from cordum.store.results import served_result_ptr
+from cordum.store.step_jobs import StepJobRecord, StoredJobEnd, step_job_key
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
@@ -123,6 +126,41 @@ class JobReads:
         pipe.get(request_key(job_id))
         log, dlq, output, context, request = await execute(pipe)
         return StoredExtras(list(log), dlq, output, context, request)
+
+    async def step_job_ends(self, job_ids: Sequence[str], names: Sequence[str], *,
+                            output_policy: bool, max_result_bytes: int
+                            ) -> dict[str, StoredJobEnd]:
+        """Each step job's meta fields ``names`` (decoded, as :meth:`metas`), the engine's
+        record of it and its result, by job id in the order given. A result is read only
+        when the API would serve it (:func:`~cordum.store.results.served_result_ptr`:
+        ``names`` must hold ``state``, ``result_ptr`` and ``output_safety``) and when
+        it is not longer than ``max_result_bytes``. One round trip for the metas and
+        records, a second only when some result may be shown."""
+        if not job_ids:
+            return {}
+        pipe = self._redis.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.hmget(meta_key(job_id), *names)
+            pipe.get(step_job_key(job_id))
+        replies = await execute(pipe)
+        metas = {job_id: {name: text(v) for name, v in zip(names, replies[2 * i] or [],
+                                                            strict=False) if v is not None}
+                 for i, job_id in enumerate(job_ids)}
+        shown = {job_id: ptr for job_id, meta in metas.items()
+                 if (ptr := served_result_ptr(job_id, meta, output_policy=output_policy))}
+        results: dict[str, bytes | None] = {}
+        if shown:
+            pipe = self._redis.pipeline(transaction=False)
+            for ptr in shown.values():
+                key = protocol.key_from_pointer(ptr)
+                pipe.strlen(key)
+                pipe.get(key)
+            raw = await execute(pipe)
+            for job_id, size, value in zip(shown, raw[::2], raw[1::2], strict=True):
+                results[job_id] = value if int(size or 0) <= max_result_bytes else None
+        return {job_id: StoredJobEnd(metas[job_id], results.get(job_id),
+                                     StepJobRecord.from_json(replies[2 * i + 1]))
+                for i, job_id in enumerate(job_ids)}
 
     async def values(self, *keys: str) -> list[Any]:
         """GET of each of ``keys``."""

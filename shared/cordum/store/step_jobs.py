@@ -1,9 +1,10 @@
-"""Workflow step jobs: the ids the workflow engine owns, and its record of each one.
+"""Workflow step jobs: the engine's record of each one it sends, and a step job as the
+job store holds it when its end is applied to its run.
 
-A step job's id is ``<run id>:<step path>@<attempt>`` (a for_each item's or a loop
-iteration's path is ``<step>[i]``). The engine saves, with the run that sends it,
+A step job's id is ``<run id>:<step path>@<attempt>``, made and read by
+:mod:`cordum.step_job_ids` only. The engine saves, with the run that sends it,
 ``wf:run:job:<job id>``: the job's tenant, run and step path, and the hash
-(:func:`cordum.scheduler.jobhash.job_hash`) of the exact request it publishes. The
+(:func:`cordum.approval.job_hash`) of the exact request it publishes. The
 scheduler takes a request with a step job's id only when that record exists and
 names the same tenant and hash: anyone can publish on ``sys.job.submit``, and a job
 created first under a step's id (a forged approval gate, say) would otherwise be
@@ -24,22 +25,6 @@ KEY_PREFIX = "wf:run:job:"
 def step_job_key(job_id: str) -> str:
     """``{"tenant", "run_id", "step_path", "request_hash"}`` of a step's job."""
     return KEY_PREFIX + job_id
-
-
-def step_job_id(run_id: str, step_path: str, attempt: int) -> str:
-    """``<run>:<step path>@<attempt>``: the one place a step job id is made."""
-    return f"{run_id}:{step_path}@{attempt}"
-
-
-def parse_step_job_id(job_id: str) -> tuple[str, str, int] | None:
-    """(run id, step path, attempt) of a step job id; None for any other id."""
-    run_id, sep, rest = job_id.partition(":")
-    if not sep or not run_id:
-        return None
-    path, at, attempt = rest.rpartition("@")
-    if not at or not path or not attempt.isdigit():
-        return None
-    return run_id, path, int(attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,3 +49,18 @@ class StepJobRecord:
             return None
         return cls(str(doc.get("tenant", "")), str(doc.get("run_id", "")),
                    str(doc.get("step_path", "")), str(doc.get("request_hash", "")))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredJobEnd:
+    """A step job as the job store holds it when its end is applied to its run: read by
+    the run's own read (``workflow/lua/read_run.lua``) for one job, by
+    :meth:`cordum.store.reads.JobReads.step_job_ends` for many."""
+
+    meta: dict[str, str]
+    """Its meta fields that were asked for (a field not set is left out)."""
+    result: bytes | None
+    """The result its ``result_ptr`` names, when not longer than asked for (the batched
+    read leaves out one the API would not serve: the engine never looks at it)."""
+    record: StepJobRecord | None
+    """The engine's record of the job (None when there is none)."""

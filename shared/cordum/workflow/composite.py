@@ -1,4 +1,5 @@
-"""Steps made of child steps: ``for_each`` fan-out and ``loop`` (reference §2).
+"""Steps made of child steps: ``for_each`` fan-out and ``loop`` (docs/workflows.md, "How
+the step kinds behave").
 
 A for_each step runs one child per item and a loop one child per iteration; children
 are ``<step>[i]`` under the parent's ``children``, their jobs ``<run>:<step>[i]@<n>``.

@@ -1,8 +1,9 @@
 """Workflow definitions: what clients send, validated once, when it is saved.
 
-A definition is a pydantic model checked with Cordum's rules (reference §1): ids,
-the dependency graph (no missing step, no cycle, no looping ``on_error`` chain),
-policy gates and bounds. Unknown keys are refused as Cordum refuses them, except the
+A definition is a pydantic model checked with Cordum's rules: ids, the dependency
+graph (no missing step, no cycle, no looping ``on_error`` chain), policy gates and
+bounds (docs/workflows.md describes the fields, docs/security.md "Workflow limits" the
+bounds). Unknown keys are refused as Cordum refuses them, except the
 few that cordum-sdk 0.1.0 sends on its own (a step's ``config``; ``retry`` as
 ``{max_attempts, backoff_sec}``), which are accepted. Runs of a definition live in
 :mod:`cordum.workflow.model`.

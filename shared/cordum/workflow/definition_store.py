@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from cordum.text import as_text
 from cordum.workflow import keys
 from cordum.workflow.definition import Workflow
 from cordum.workflow.errors import WorkflowError
-from cordum.workflow.redis_io import dumps, execute, read_pipe, text, time_us
+from cordum.workflow.redis_io import dumps, execute, read_pipe, time_us
 
 if TYPE_CHECKING:
     from cordum.workflow.redis_io import RedisWorkflowProtocol
@@ -44,7 +45,7 @@ class DefinitionStore:
         what = f"list workflows of {tenant}"
         (ids,) = await execute(what, read_pipe(self._redis).zrevrange(
             keys.definition_index_key(tenant), 0, max(limit, 1) - 1))
-        ids = [text(i) for i in ids]
+        ids = [as_text(i) for i in ids]
         if not ids:
             return []
         (raws,) = await execute(what, read_pipe(self._redis).mget(

@@ -1,4 +1,5 @@
-"""The DAG advance: a run moved on by one event, with no I/O (reference §3, §5).
+"""The DAG advance: a run moved on by one event, with no I/O (docs/workflows.md, "How a
+run moves" and "Dry runs and reruns").
 
 Each entry point changes ``run`` in place and returns the Effects the caller must carry
 out afterwards, in this order: save the run (with the timeline and the timer), then
@@ -29,7 +30,6 @@ from cordum.workflow.status import (
     HandlerFate,
     deciding_step,
     error_owners,
-    fatal_failure,
     handler_fate,
     job_outcome,
     kind_of,
@@ -77,8 +77,6 @@ class Effects:
     timer_at: float | None = None
     """Earliest fire time (unix s) of a delay, a retry backoff or the run's timeout;
     None when the run waits on no clock (a terminal run never does)."""
-    rollback: bool = False
-    """The run failed because a step's job ended FAILED_FATAL: roll back its saga."""
     runs: list[dict[str, Any]] = field(default_factory=list)
     """Child runs of subworkflow steps to store and start."""
     cancel_runs: list[str] = field(default_factory=list)
@@ -344,13 +342,8 @@ def _effects(a: Advance) -> Effects:
         run.updated_at = a.stamp
     return Effects(jobs=a.jobs, cancels=list(dict.fromkeys(a.cancels)), alerts=a.alerts,
                    timeline=a.timeline, timer_at=timer_at(run, a.wf),
-                   rollback=_ended_fatally(a), runs=a.runs,
+                   runs=a.runs,
                    cancel_runs=list(dict.fromkeys(a.cancel_runs)))
-
-
-def _ended_fatally(a: Advance) -> bool:
-    ended = any(e.type == "run_status" and e.status == RunStatus.FAILED for e in a.timeline)
-    return ended and fatal_failure(a.run, a.wf)
 
 
 def timer_at(run: WorkflowRun, wf: Workflow) -> float | None:
@@ -379,7 +372,6 @@ def merged(effects: list[Effects]) -> Effects:
         out.timeline += e.timeline
         out.runs += e.runs
         out.cancel_runs += [r for r in e.cancel_runs if r not in out.cancel_runs]
-        out.rollback = out.rollback or e.rollback
         out.timer_at = e.timer_at
     return out
 

@@ -24,8 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cordum.scheduler.approval import APPROVED
-from cordum.scheduler.jobhash import APPROVAL_GATE_TOPICS
+from cordum.approval import APPROVAL_GATE_TOPICS, APPROVED
 
 if TYPE_CHECKING:
     from cordum.workflow.model import WorkflowRun

@@ -15,8 +15,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
+from cordum.step_job_ids import step_job_id
 from cordum.workflow.status import NO_JOB_KINDS, kind_of
-from cordum.workflow.steps import job_id
 
 if TYPE_CHECKING:
     from cordum.workflow.definition import Step
@@ -56,7 +56,7 @@ def kept_input(a: Advance, step: Step, sr: StepRun, payload: Any) -> Any:
             or step.policy_gate == "require_approval"):
         return payload
     return kept(payload, protocol.pointer(protocol.context_key(
-        job_id(a.run.id, sr.step_id, sr.attempts))))
+        step_job_id(a.run.id, sr.step_id, sr.attempts))))
 
 
 def is_pointer(value: Any) -> bool:

@@ -8,9 +8,9 @@ nothing after a quarantine. Until the decision is final the job counts as still
 running; a SUCCEEDED job whose final decision withholds its output (a quarantine
 whose state write failed) ends its step as a quarantine does.
 
-The event path reads one job in the run's own read (``lua/read_run.lua``); the
-reconciler reads the jobs of a run's open steps with :func:`read_ends`, two
-pipelined round trips at most.
+The stores read the jobs, this module only interprets them: the event path reads
+one job in the run's own read (``lua/read_run.lua``), the reconciler the jobs of a
+run's open steps with :meth:`cordum.store.reads.JobReads.step_job_ends`.
 """
 
 from __future__ import annotations
@@ -19,31 +19,20 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cordum import protocol
-from cordum.store.jobs import TERMINAL_STATES, JobState, meta_key
+from cordum.store.jobs import TERMINAL_STATES, JobState
 from cordum.store.results import output_pending, served_result_ptr
-from cordum.store.step_jobs import StepJobRecord, step_job_key
+from cordum.text import as_text
 from cordum.workflow.gates import GateRecord
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from cordum.store.step_jobs import StepJobRecord, StoredJobEnd
+
 JOB_FIELDS = ("state", "result_status", "result_ptr", "failure_reason", "topic",
               "approval_status", "approved_by", "approval_job_hash", "output_safety")
 """The meta fields of a step job the engine reads (in ``lua/read_run.lua``'s order)."""
 FATAL_STATE = "FAILED_FATAL"
-
-
-@dataclass(frozen=True, slots=True)
-class StoredJobEnd:
-    """A step job as the job store holds it when its end is applied to its run."""
-
-    meta: dict[str, str]
-    """Its meta fields of :data:`cordum.workflow.job_ends.JOB_FIELDS`."""
-    result: bytes | None
-    """The result its ``result_ptr`` names, when not longer than asked for."""
-    record: StepJobRecord | None
-    """The engine's record of the job (None when there is none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,39 +79,14 @@ def job_end(job_id: str, meta: dict[str, str], result: bytes | None,
 
 def fields_of(values: Sequence[Any]) -> dict[str, str]:
     """The meta fields of :data:`JOB_FIELDS` from an HMGET reply (missing ones left out)."""
-    return {name: _text(value) for name, value in zip(JOB_FIELDS, values, strict=False)
+    return {name: as_text(value) for name, value in zip(JOB_FIELDS, values, strict=False)
             if value is not None}
 
 
-async def read_ends(redis: Any, job_ids: Sequence[str], *, output_policy: bool,
-                    max_result_bytes: int) -> dict[str, JobEnd]:
-    """The ends of ``job_ids``: their meta and records in one pipelined round trip, the
-    outputs of those that may be shown in a second (only when there are some). An
-    output longer than ``max_result_bytes`` stays behind its pointer."""
-    if not job_ids:
-        return {}
-    pipe = redis.pipeline(transaction=False)
-    for job_id in job_ids:
-        pipe.hmget(meta_key(job_id), *JOB_FIELDS)
-        pipe.get(step_job_key(job_id))
-    replies = await pipe.execute()
-    metas = {job_id: fields_of(replies[2 * i] or []) for i, job_id in enumerate(job_ids)}
-    records = {job_id: StepJobRecord.from_json(replies[2 * i + 1])
-               for i, job_id in enumerate(job_ids)}
-    shown = {job_id: ptr for job_id, meta in metas.items()
-             if (ptr := served_result_ptr(job_id, meta, output_policy=output_policy))}
-    results: dict[str, bytes | None] = {}
-    if shown:
-        pipe = redis.pipeline(transaction=False)
-        for ptr in shown.values():
-            key = protocol.key_from_pointer(ptr)
-            pipe.strlen(key)
-            pipe.get(key)
-        raw = await pipe.execute()
-        for job_id, size, value in zip(shown, raw[::2], raw[1::2], strict=True):
-            results[job_id] = value if int(size or 0) <= max_result_bytes else None
-    return {job_id: job_end(job_id, metas[job_id], results.get(job_id), records[job_id],
-                            output_policy=output_policy) for job_id in job_ids}
+def stored_end(job_id: str, stored: StoredJobEnd, *, output_policy: bool) -> JobEnd:
+    """:func:`job_end` of a job as a store read it."""
+    return job_end(job_id, stored.meta, stored.result, stored.record,
+                   output_policy=output_policy)
 
 
 def _output(raw: Any) -> Any:
@@ -132,7 +96,3 @@ def _output(raw: Any) -> Any:
         return json.loads(data)
     except ValueError:
         return data.decode("utf-8", "replace")
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,17 +1,23 @@
 """What a run's step asks of the world, written with the run and carried out after it.
 
-An event's effects (step jobs to publish, JobCancels, notify alerts, a timer to
-queue) are saved in ``wf:run:outbox:<run_id>`` by the same write that saves the
-run, carried out, then removed. A function killed in between leaves them there:
-the next event of the run (or the reconciler) carries them out first. Each
-effect is safe to repeat: a step job is published with its job id as the
-JetStream message id and the submit path dispatches a job once; a JobCancel of a
-cancelled job changes nothing; a timer event is checked against the run.
+An event's effects (step jobs to publish, JobCancels, notify alerts, child runs to
+start or cancel, a timer to queue) are saved as the run's outbox
+(``wf:run:outbox:<run_id>``, entries in :mod:`cordum.workflow.outbox_entries`) by
+the same write that saves the run, then carried out. The outbox is deleted by the
+run lock's release, in the release's own round trip, and only while the lock is
+still this runner's. A function killed in between leaves it there: the next event
+of the run (or the reconciler) carries it out before anything else. Each effect is
+safe to repeat: a step job is published with its job id as the JetStream message id
+and the submit path dispatches a job once; a JobCancel of a cancelled job changes
+nothing; a timer event is checked against the run; a child run's id is derived from
+its step's attempt, so a second start finds the run the first one made.
 
 Timeline (crash after save, before publish)::
 
-    save(run: step running, job id J; outbox: [publish J])  ->  crash
-    next event: load -> outbox not empty -> publish J -> clear -> apply the event
+    save(run: step running, job id J; outbox: [publish J])  ->  crash (lock expires)
+    next event: lock + load (outbox: [publish J]) -> publish J -> apply the event
+      -> save (its own outbox, or none, written over [publish J]) -> carry it out
+      -> unlock + delete the outbox
 """
 
 from __future__ import annotations
@@ -19,19 +25,35 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from cordum import protocol
+from cordum.approval import job_hash
+from cordum.bus.publisher import NewsPublisher
 from cordum.bus.workflow_events import MAX_DELAY_S, RunEvent
-from cordum.scheduler.jobhash import job_hash
+from cordum.workflow.engine import CANCEL_REASON
+from cordum.workflow.model import format_time
+from cordum.workflow.outbox_entries import (
+    SENDER,
+    CancelChildRun,
+    CancelJob,
+    Entry,
+    PublishJob,
+    QueueTimer,
+    RunNews,
+    SendAlert,
+    StartChildRun,
+    TellParent,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Awaitable, Callable, Sequence
+    from typing import Any
 
+    from cordum.bus.publisher import JobPublisher
     from cordum.bus.workflow_events import RunEventSink
-    from cordum.scheduler.ports import DurablePublisher
-    from cordum.workflow.definition import Step
-    from cordum.workflow.engine import Effects, StepJob
+    from cordum.workflow.engine import StepJob
     from cordum.workflow.model import WorkflowRun
 
     Spawn = Callable[[WorkflowRun, dict[str, Any]], Awaitable[None]]
@@ -41,45 +63,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SENDER = protocol.SENDER_WORKFLOW
-CANCEL_REASON = "workflow run cancelled"
 PRIORITIES = {"interactive": 1, "batch": 2, "critical": 3}
 
 
-def to_outbox(effects: Effects, *, timer_at: float | None,
-              steps: Mapping[str, Step] | None = None) -> list[dict[str, Any]]:
-    """The effects as outbox entries (JSON-safe); empty when there is nothing to do.
-    ``timer_at``: a new fire time of the run's timer, to queue; ``steps``: the
-    definition's steps, whose ``compensation`` rides on their jobs."""
-    out: list[dict[str, Any]] = []
-    for job in effects.jobs:
-        doc = job_doc(job)
-        step = (steps or {}).get(job.definition_step or job.step_id)
-        if step is not None and step.compensation is not None and job.kind == "job":
-            doc["compensation"] = {"topic": step.compensation.topic,
-                                   "input": step.compensation.input}
-        out.append({"job": doc})
-    out += [{"cancel": job_id} for job_id in effects.cancels]
-    out += [{"alert": alert} for alert in effects.alerts]
-    out += [{"run": spec} for spec in effects.runs]
-    out += [{"cancel_run": run_id} for run_id in effects.cancel_runs]
-    if timer_at is not None:
-        out.append({"timer": timer_at})
-    return out
+def job_doc(job: StepJob) -> PublishJob:
+    """The outbox entry of a step job, without its step's compensation: what the
+    gateway's dry run builds the engine's request from (:meth:`PublishJob.of`)."""
+    return PublishJob.of(job)
 
 
-def job_doc(job: StepJob) -> dict[str, Any]:
-    meta = job.meta.model_dump(exclude_none=True) if job.meta is not None else None
-    return {"job_id": job.job_id, "step_id": job.step_id, "topic": job.topic,
-            "input": job.input, "env": dict(job.env), "labels": dict(job.labels),
-            "priority": job.priority, "deadline_ms": job.deadline_ms,
-            "idempotency_key": job.idempotency_key, "meta": meta, "kind": job.kind,
-            **({"resend": job.resend} if job.resend else {})}
-
-
-def context_json(doc: dict[str, Any]) -> str:
+def context_json(job: PublishJob) -> str:
     """What ``ctx:<job id>`` holds for a step job: its built input, as JSON."""
-    return json.dumps(doc["input"], separators=(",", ":"), default=str)
+    return json.dumps(job.input, separators=(",", ":"), default=str)
 
 
 def undo_context_id(job_id: str) -> str:
@@ -87,114 +82,135 @@ def undo_context_id(job_id: str) -> str:
     return f"{job_id}:undo"
 
 
-def contexts_of(docs: list[dict[str, Any]]) -> dict[str, str]:
+def contexts_of(jobs: Sequence[PublishJob]) -> dict[str, str]:
     """The ``ctx:`` payloads to store with the run: each step job's input, and its
     compensation's input when it has one (else the undo job gets the step's input)."""
-    out = {doc["job_id"]: context_json(doc) for doc in docs}
-    for doc in docs:
-        comp = doc.get("compensation")
-        if comp and comp.get("input") is not None:
-            out[undo_context_id(doc["job_id"])] = json.dumps(comp["input"],
-                                                             separators=(",", ":"))
+    out = {job.job_id: context_json(job) for job in jobs}
+    for job in jobs:
+        if job.compensation is not None and job.compensation.input is not None:
+            out[undo_context_id(job.job_id)] = json.dumps(job.compensation.input,
+                                                          separators=(",", ":"))
     return out
 
 
-def job_request(run: WorkflowRun, doc: dict[str, Any]) -> protocol.JobRequest:
+def job_request(run: WorkflowRun, job: PublishJob) -> protocol.JobRequest:
     """The CAP request of a step job. ``workflow_id`` is the run's id: the result path
     hands the job's end to this run, and the saga of its steps is this run's."""
-    job_id = doc["job_id"]
-    labels = {str(k): str(v) for k, v in (doc.get("labels") or {}).items()}
+    labels = {str(k): str(v) for k, v in job.labels.items()}
     req = protocol.JobRequest(
-        job_id=job_id, topic=doc["topic"], priority=PRIORITIES.get(doc.get("priority", ""), 2),
-        context_ptr=protocol.pointer(protocol.context_key(job_id)),
-        env={str(k): str(v) for k, v in (doc.get("env") or {}).items()},
+        job_id=job.job_id, topic=job.topic, priority=PRIORITIES.get(job.priority, 2),
+        context_ptr=protocol.pointer(protocol.context_key(job.job_id)),
+        env={str(k): str(v) for k, v in job.env.items()},
         workflow_id=run.id, memory_id=f"run:{run.id}", tenant_id=run.org_id,
         principal_id=run.triggered_by, labels=labels)
-    meta = doc.get("meta") or {}
+    meta = job.meta or {}
     req.meta.tenant_id = run.org_id
-    req.meta.idempotency_key = doc.get("idempotency_key", "")
+    req.meta.idempotency_key = job.idempotency_key
     req.meta.labels.update(labels)
     for name in ("actor_id", "capability", "pack_id"):
         if meta.get(name):
             setattr(req.meta, name, str(meta[name]))
     req.meta.risk_tags.extend(str(t) for t in meta.get("risk_tags") or [])
     req.meta.requires.extend(str(t) for t in meta.get("requires") or [])
-    if doc.get("deadline_ms"):
-        req.budget.deadline_ms = int(doc["deadline_ms"])
-    comp = doc.get("compensation")
-    if comp:
+    if job.deadline_ms:
+        req.budget.deadline_ms = job.deadline_ms
+    if job.compensation is not None:
         # Recorded on the run's saga when the step succeeds (the result path keys the
         # saga by the request's workflow_id: this run); undone if the run fails fatally.
-        req.compensation.topic = comp["topic"]
-        if comp.get("input") is not None:
+        req.compensation.topic = job.compensation.topic
+        if job.compensation.input is not None:
             req.compensation.context_ptr = protocol.pointer(
-                protocol.context_key(undo_context_id(job_id)))
+                protocol.context_key(undo_context_id(job.job_id)))
     return req
 
 
-def request_hash(run: WorkflowRun, doc: dict[str, Any]) -> str:
+def request_hash(run: WorkflowRun, job: PublishJob) -> str:
     """The job hash of the request :func:`job_request` makes: recorded with the run, it
     is how the scheduler tells the engine's request from any other under the id."""
-    return job_hash(job_request(run, doc))
+    return job_hash(job_request(run, job))
 
 
-def alert_message(alert: dict[str, Any]) -> protocol.SystemAlert:
-    msg = protocol.SystemAlert(message=str(alert.get("message", "")),
-                               severity=int(alert.get("severity", 1)),
-                               source_component=str(alert.get("source_component", SENDER)),
-                               trace_id=str(alert.get("trace_id", "")))
-    for key, value in (alert.get("details") or {}).items():
-        msg.details[str(key)] = str(value)
+def alert_message(alert: SendAlert) -> protocol.SystemAlert:
+    msg = protocol.SystemAlert(message=alert.message, severity=alert.severity,
+                               source_component=alert.source_component,
+                               trace_id=alert.trace_id)
+    for key, value in alert.details.items():
+        msg.details[key] = value
     return msg
 
 
 class OutboxRunner:
-    """Carries out a run's outbox: NATS publishes and timer messages."""
+    """Carries out a run's outbox: NATS publishes, timer messages, child runs."""
 
-    def __init__(self, publisher: DurablePublisher, events: RunEventSink | None, *,
+    def __init__(self, publisher: JobPublisher, events: RunEventSink | None, *,
                  spawn: Spawn | None = None, tell: Tell | None = None) -> None:
         self._publisher = publisher
         self._events = events
         self._spawn = spawn
         self._tell = tell
 
-    async def perform(self, run: WorkflowRun, outbox: list[dict[str, Any]]) -> None:
+    async def perform(self, run: WorkflowRun, outbox: Sequence[Entry]) -> None:
         """Every entry, in order; a failed publish raises (the outbox stays for a retry)."""
         for entry in outbox:
-            if "job" in entry:
-                req = job_request(run, entry["job"])
-                await self._publisher.publish_durable(
-                    protocol.SUBJECT_SUBMIT,
-                    protocol.packet(trace_id=run.id, sender_id=SENDER, job_request=req),
-                    # A job sent again keeps its id (the submit path runs a job once) but
-                    # not its message id, which JetStream would drop as a duplicate.
-                    msg_id=(f"{req.job_id}#resend{entry['job']['resend']}"
-                            if entry["job"].get("resend") else req.job_id))
-            elif "cancel" in entry:
-                job_id = entry["cancel"]
-                notice = protocol.JobCancel(job_id=job_id, reason=CANCEL_REASON,
-                                            requested_by=SENDER)
-                await self._publisher.publish_durable(
-                    protocol.SUBJECT_CANCEL,
-                    protocol.packet(trace_id=run.id, sender_id=SENDER, job_cancel=notice),
-                    msg_id=f"wf-cancel:{job_id}")
-            elif "alert" in entry:
-                try:  # best effort, as Cordum's: core NATS, no stream
-                    await self._publisher.publish(
-                        protocol.SUBJECT_WORKFLOW_EVENT,
-                        protocol.packet(trace_id=run.id, sender_id=SENDER,
-                                        alert=alert_message(entry["alert"])))
-                except Exception as exc:
-                    log.warning("run %s: notify alert not published: %s", run.id, exc)
-            elif "timer" in entry:
-                await self._queue_timer(run, float(entry["timer"]))
-            elif "run" in entry and self._spawn is not None:
-                await self._spawn(run, entry["run"])
-            elif "cancel_run" in entry and self._tell is not None:
-                await self._tell(RunEvent("cancel", str(entry["cancel_run"]), tenant=run.org_id))
-            elif "parent" in entry and self._tell is not None:
-                await self._tell(RunEvent("child", str(entry["parent"]), tenant=run.org_id,
-                                          job_id=run.id))
+            match entry:
+                case PublishJob():
+                    await self._publish_job(run, entry)
+                case CancelJob(job_id=job_id):
+                    notice = protocol.JobCancel(job_id=job_id, reason=CANCEL_REASON,
+                                                requested_by=SENDER)
+                    await self._publisher.publish_durable(
+                        protocol.SUBJECT_CANCEL,
+                        protocol.packet(trace_id=run.id, sender_id=SENDER, job_cancel=notice),
+                        msg_id=f"wf-cancel:{job_id}")
+                case SendAlert():
+                    try:  # best effort, as Cordum's: core NATS, no stream
+                        await self._publisher.publish(
+                            protocol.SUBJECT_WORKFLOW_EVENT,
+                            protocol.packet(trace_id=run.id, sender_id=SENDER,
+                                            alert=alert_message(entry)))
+                    except Exception as exc:
+                        log.warning("run %s: notify alert not published: %s", run.id, exc)
+                case QueueTimer(fire_at=fire_at):
+                    await self._queue_timer(run, fire_at)
+                case StartChildRun(spec=spec) if self._spawn is not None:
+                    await self._spawn(run, spec)
+                case CancelChildRun(run_id=child) if self._tell is not None:
+                    await self._tell(RunEvent("cancel", child, tenant=run.org_id))
+                case RunNews():
+                    await self._tell_stream(run, entry)
+                case TellParent(run_id=parent) if self._tell is not None:
+                    await self._tell(RunEvent("child", parent, tenant=run.org_id,
+                                              job_id=run.id))
+
+    async def _tell_stream(self, run: WorkflowRun, news: RunNews) -> None:
+        """The run's news on ``sys.workflow.run`` (core NATS, best effort: a watcher that
+        missed it reads the run; nothing waits on it)."""
+        if not isinstance(self._publisher, NewsPublisher):
+            return
+        doc: dict[str, Any] = {
+            "type": "workflow.run", "runId": run.id, "workflowId": run.workflow_id,
+            "tenantId": run.org_id, "status": news.status,
+            "createdAt": run.updated_at or format_time(datetime.now(UTC)),
+            "events": list(news.events)}
+        if news.truncated:
+            doc["truncated"] = news.truncated
+        steps = [e for e in news.events if e.get("type") == "step_status" and e.get("step_id")]
+        if steps:
+            doc["stepId"], doc["stepStatus"] = steps[-1]["step_id"], steps[-1].get("status", "")
+        try:
+            await self._publisher.publish_bytes(
+                protocol.SUBJECT_WORKFLOW_RUN, json.dumps(doc, default=str).encode())
+        except Exception as exc:
+            log.warning("run %s: news not published: %s", run.id, exc)
+
+    async def _publish_job(self, run: WorkflowRun, job: PublishJob) -> None:
+        req = job_request(run, job)
+        await self._publisher.publish_durable(
+            protocol.SUBJECT_SUBMIT,
+            protocol.packet(trace_id=run.id, sender_id=SENDER, job_request=req),
+            # A job sent again keeps its id (the submit path runs a job once) but not
+            # its message id, which JetStream would drop as a duplicate.
+            msg_id=f"{job.job_id}#resend{job.resend}" if job.resend else job.job_id)
 
     async def _queue_timer(self, run: WorkflowRun, fire_at: float) -> None:
         delay = fire_at - time.time()

@@ -1,9 +1,9 @@
-"""The ``parallel`` step (reference §2): it starts the steps named in ``input.steps``
-(which leave top-level scheduling), at most ``max_parallel`` at a time, and ends when
-its strategy is decided: ``all`` of them, ``any`` one, or ``n_of_m`` (``required``)
-succeeded, or that can no longer happen. The children still open then are cancelled
-as not needed (complete, like a switch's branch not taken); the output maps each
-succeeded child's id to its output.
+"""The ``parallel`` step (docs/workflows.md, "How the step kinds behave"): it starts
+the steps named in ``input.steps`` (which leave top-level scheduling), at most
+``max_parallel`` at a time, and ends when its strategy is decided: ``all`` of them,
+``any`` one, or ``n_of_m`` (``required``) succeeded, or that can no longer happen. The
+children still open then are cancelled as not needed (complete, like a switch's branch
+not taken); the output maps each succeeded child's id to its output.
 """
 
 from __future__ import annotations

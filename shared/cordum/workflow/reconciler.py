@@ -39,10 +39,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cordum.bus.workflow_events import RunEvent
+from cordum.errors import RetryAfter
+from cordum.lambdas.ticks import TickPolicy, past, run_ticks
 from cordum.metrics import METRICS
-from cordum.scheduler.errors import RetryAfter
-from cordum.scheduler.reconciler import past
-from cordum.scheduler.ticks import TickPolicy, run_ticks
 from cordum.store.errors import LockBusy, StoreError
 from cordum.workflow.fairness import fair_pick, look_later, owners_of
 from cordum.workflow.run_errors import ENGINE_ERROR, MAX_RUN_ERRORS, RunErrors, engine_error

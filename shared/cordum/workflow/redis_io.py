@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.store.errors import StoreError
+from cordum.text import as_text
 from cordum.workflow.model import parse_time
 
 if TYPE_CHECKING:
@@ -29,8 +30,8 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+text = as_text
+""":func:`cordum.text.as_text`, under the name workflow/store.py imports it by."""
 
 
 def time_us(text: str) -> int:

@@ -1,5 +1,6 @@
 """Rerun: a new run of an old run's definition and input, resumed at one of its steps
-(reference §5). Pure: the new run is built here; the caller stores and starts it.
+(docs/workflows.md, "Dry runs and reruns"). Pure: the new run is built here; the caller
+stores and starts it.
 
 A rerun from step S keeps what S depends on and runs the rest again:
 

@@ -1,4 +1,5 @@
-"""When a failed step job is tried again, and after how long (reference §3)."""
+"""When a failed step job is tried again, and after how long (a step's ``retry``, as in
+Cordum: docs/workflows.md)."""
 
 from __future__ import annotations
 

@@ -12,10 +12,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from cordum.store.indexes import normalize_cutoff_us
+from cordum.text import as_text
 from cordum.workflow import keys
 from cordum.workflow.errors import InvalidInput
 from cordum.workflow.model import RunStatus, WorkflowRun
-from cordum.workflow.redis_io import execute, read_pipe, text
+from cordum.workflow.redis_io import execute, read_pipe
 
 if TYPE_CHECKING:
     from cordum.workflow.redis_io import RedisWorkflowProtocol
@@ -58,7 +59,7 @@ async def list_runs(redis: RedisWorkflowProtocol, tenant: str, *, workflow_id: s
         (rows,) = await execute(what, read_pipe(redis).zrevrangebyscore(
             index, upper, lower, start=offset, num=batch, withscores=True))
         offset += len(rows)
-        entries = [_Position(int(score), text(member)) for member, score in rows]
+        entries = [_Position(int(score), as_text(member)) for member, score in rows]
         entries = [e for e in entries if after is None or after.before(e)]
         raws: list[Any] = []
         if entries:

@@ -1,15 +1,22 @@
 """Applying one event to one run: under the run lock, outbox first, then the engine.
 
-Every change to a run goes through ``WorkflowRunner.apply``:
+Every change to a run goes through the runner (``apply``, and ``cancel``,
+``reconcile`` and ``fail`` for the API and the reconciler):
 
-    lock run -> load (run, its definition, any outbox left) -> carry out that outbox
-    -> engine (start / on_job / on_timer / cancel / reconcile) -> save run + new outbox
-    -> carry out the outbox -> clear it -> unlock
+    lock + load (run, its definition, any outbox left; for a job event the job's
+    stored end) -> carry out the outbox left -> engine (start / on_job / on_timer /
+    cancel / reconcile) -> save run + new outbox -> carry it out -> unlock + delete it
+
+The runner decides; the stores read and write. The job store is read through them
+too: one job's end with the run (``WorkflowStore.locked_run``), the ends of a run's
+open steps for the reconciler (``JobReads.step_job_ends``).
 
 Applying the same event twice changes nothing the second time: a start finds the
 run started, a job's end finds its step done (or another job id on it), a timer
 finds nothing due, a cancel finds the run terminal. Redis round trips per event:
-lock, load, (job state and result for a ``job`` event), save, clear + unlock.
+three (lock + load + the job's end, save, unlock + outbox delete); more only for a
+reconcile (the ends of the open steps' jobs, the child runs), a child run's end (that
+run) and a run that would outgrow its size limit (the run as last saved).
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cordum.bus.workflow_events import RunEvent
-from cordum.scheduler.errors import RetryAfter
+from cordum.errors import RetryAfter
+from cordum.step_job_ids import parse_step_job_id
 from cordum.store.errors import LockBusy, StoreError
-from cordum.store.step_jobs import parse_step_job_id
+from cordum.store.reads import JobReads
 from cordum.workflow import engine, job_ends, subworkflow
 from cordum.workflow.child_runs import ChildRuns
 from cordum.workflow.definition_store import DefinitionStore
@@ -34,20 +42,31 @@ from cordum.workflow.model import (
     WorkflowRun,
     step_runs,
 )
-from cordum.workflow.outbox import OutboxRunner, contexts_of, request_hash, to_outbox
+from cordum.workflow.outbox import OutboxRunner, contexts_of, request_hash
+from cordum.workflow.outbox_entries import (
+    PublishJob,
+    QueueTimer,
+    StartChildRun,
+    TellParent,
+    decode,
+    encode,
+    run_news,
+    to_outbox,
+)
 from cordum.workflow.redis_io import dumps
 from cordum.workflow.status import job_outcome
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from cordum.bus.publisher import JobPublisher
     from cordum.bus.workflow_events import RunEventSink
-    from cordum.scheduler.ports import DurablePublisher
     from cordum.store.locks import Lease
+    from cordum.store.step_jobs import StoredJobEnd
     from cordum.workflow.definition import Workflow
     from cordum.workflow.engine import Effects
-    from cordum.workflow.job_ends import StoredJobEnd
     from cordum.workflow.limits import WorkflowLimits
+    from cordum.workflow.outbox_entries import Entry
     from cordum.workflow.store import LockedRun, WorkflowStore
 
 log = logging.getLogger(__name__)
@@ -69,12 +88,13 @@ def utcnow() -> datetime:
 class WorkflowRunner:
     """Applies run events; the workflow function's and the reconciler's one door."""
 
-    def __init__(self, store: WorkflowStore, redis: Any, publisher: DurablePublisher,
+    def __init__(self, store: WorkflowStore, redis: Any, publisher: JobPublisher,
                  events: RunEventSink | None,
                  limits: Mapping[str, WorkflowLimits] | None = None, *,
                  max_active_runs: int = 0, run_limits: RunLimits | None = None) -> None:
         self.store = store
-        self._redis = redis
+        self._jobs = JobReads(redis)
+        """The job store's side: the ends of the jobs of a run's open steps."""
         self._events = events
         self._outbox = OutboxRunner(publisher, events, spawn=self._spawn, tell=self._tell)
         self._definitions = DefinitionStore(redis)
@@ -146,17 +166,18 @@ class WorkflowRunner:
         async with self.store.locked_run(run_id) as locked:
             if locked.loaded is None or locked.lease is None:
                 return False
-            run, wf, leftover = locked.loaded
+            run, wf, stored = locked.loaded
             effects = engine.fail_run(run, self._limited(wf), utcnow(), error)
             if not effects.timeline:
                 return False
-            outbox = [e for e in leftover or [] if not {"job", "run", "timer"} & e.keys()]
+            outbox: list[Entry] = [e for e in decode(stored) if not isinstance(
+                e, PublishJob | StartChildRun | QueueTimer)]
             outbox += to_outbox(effects, timer_at=None)
             parent = (run.metadata or {}).get(subworkflow.PARENT_RUN)
             if parent:
-                outbox.append({"parent": str(parent)})  # the parent's step waits on this run
-            await self.store.save(run, timeline=effects.timeline, outbox=outbox or None,
-                                  timer_at=None)
+                outbox.append(TellParent(str(parent)))  # the parent's step waits on this run
+            await self.store.save(run, timeline=effects.timeline,
+                                  outbox=encode(outbox) or None, timer_at=None)
             locked.lease.release_also.clear()
             if outbox:
                 await self._carry_out(locked.lease, run, outbox)
@@ -167,10 +188,10 @@ class WorkflowRunner:
         lease, loaded, ended = locked.lease, locked.loaded, locked.job
         if loaded is None or lease is None:
             return False
-        run, wf, leftover = loaded
+        run, wf, stored = loaded
         wf = self._limited(wf)
-        if leftover:
-            await self._carry_out(lease, run, leftover)
+        if stored:  # carried out, then deleted with the lock (even with no entry left)
+            await self._carry_out(lease, run, decode(stored))
         before = run.updated_at
         timer_before = engine.timer_at(run, wf)
         now = utcnow()
@@ -186,12 +207,15 @@ class WorkflowRunner:
         parent = (run.metadata or {}).get(subworkflow.PARENT_RUN)
         if parent and any(e.type == "run_status" and e.status in TERMINAL_RUN
                           for e in effects.timeline):
-            outbox.append({"parent": str(parent)})  # the parent's step waits on this run
-        step_jobs = [entry["job"] for entry in outbox if "job" in entry]
+            outbox.append(TellParent(str(parent)))  # the parent's step waits on this run
+        news = run_news(str(run.status), effects.timeline)
+        if news is not None:  # last: the stream hears of the jobs once they are sent
+            outbox.append(news)
+        step_jobs = [entry for entry in outbox if isinstance(entry, PublishJob)]
         await self.store.save(
-            run, timeline=effects.timeline, outbox=outbox or None,
-            jobs={doc["job_id"]: (doc["step_id"], request_hash(run, doc))
-                  for doc in step_jobs} or None,
+            run, timeline=effects.timeline, outbox=encode(outbox) or None,
+            jobs={sent.job_id: (sent.step_id, request_hash(run, sent))
+                  for sent in step_jobs} or None,
             contexts=contexts_of(step_jobs) or None,
             timer_at=timer_at if timer_at != timer_before else ..., document=document)
         # The save wrote this event's outbox over any leftover (or deleted it): only
@@ -212,8 +236,7 @@ class WorkflowRunner:
             return engine.on_timer(run, wf, now)
         if kind == "job" and job is not None and ended is not None:
             step_path, job_id = job
-            end = job_ends.job_end(job_id, ended.meta, ended.result, ended.record,
-                                   output_policy=_output_policy())
+            end = job_ends.stored_end(job_id, ended, output_policy=_output_policy())
             if not job_outcome(end.state):
                 return None
             return engine.on_job(run, wf, step_path, job_id, end.state, output=end.output,
@@ -292,11 +315,14 @@ class WorkflowRunner:
         lost result is applied with its output, as its event would have been)."""
         job_ids = [s.job_id for _, s in step_runs(run)
                    if s.job_id and s.status in ("running", "waiting")]
-        return await job_ends.read_ends(self._redis, job_ids, output_policy=_output_policy(),
-                                        max_result_bytes=INLINE_OUTPUT_BYTES)
+        output_policy = _output_policy()
+        stored = await self._jobs.step_job_ends(job_ids, job_ends.JOB_FIELDS,
+                                                output_policy=output_policy,
+                                                max_result_bytes=INLINE_OUTPUT_BYTES)
+        return {job_id: job_ends.stored_end(job_id, end, output_policy=output_policy)
+                for job_id, end in stored.items()}
 
-    async def _carry_out(self, lease: Lease, run: WorkflowRun,
-                         outbox: list[dict[str, Any]]) -> None:
+    async def _carry_out(self, lease: Lease, run: WorkflowRun, outbox: list[Entry]) -> None:
         try:
             await self._outbox.perform(run, outbox)
         except Exception as exc:
@@ -318,7 +344,7 @@ def _output_policy() -> bool:
 def step_path_of(job_id: str, run_id: str) -> str:
     """The step path of a step job id of ``run_id`` ('' when it is not one)."""
     parts = parse_step_job_id(job_id)
-    return parts[1] if parts is not None and run_id and parts[0] == run_id else ""
+    return parts.path if parts is not None and run_id and parts.run_id == run_id else ""
 
 
 def _has_work(effects: Effects) -> bool:

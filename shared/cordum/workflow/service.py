@@ -1,29 +1,35 @@
 """The workflow functions' entry points: a batch of run events, and the reconciler tick.
 
-Run events come from two queues: the FIFO event queue (one message group per
-run) and the timer queue. Within a FIFO batch, once an event of a run is to be
-retried, the run's later events in the batch are reported failed too, so they
-are delivered again after it and in order (SQS FIFO's rule for partial batch
-responses). Events of different runs are applied concurrently.
+Run events come from two queues: the FIFO event queue (one message group per run) and
+the timer queue, and go through the one SQS batch loop
+(:func:`cordum.lambdas.sqs_batch.run_batch`): events of one run are applied in order,
+and once one of them is to come again its run's later events in the batch come again
+after it; events of different runs are applied concurrently. Any event not applied
+comes back in a second, not after the queue's visibility timeout (minutes): a retried
+event holds up its run's later ones.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from functools import lru_cache
-from typing import Any
+from functools import lru_cache, partial
+from typing import TYPE_CHECKING, Any
 
-from cordum import runtime
 from cordum.bus.workflow_events import InvalidRunEvent, RunEvent
+from cordum.errors import RetryAfter
+from cordum.lambdas.sqs_batch import Redeliver, VisibilityDelayer, run_batch
+from cordum.lambdas.ticks import scheduled
 from cordum.metrics import METRICS
-from cordum.scheduler.batch import VisibilityDelayer
-from cordum.scheduler.errors import RetryAfter
+
+if TYPE_CHECKING:
+    from cordum.lambdas.sqs_batch import Record
+    from cordum.workflow.runner import WorkflowRunner
 
 log = logging.getLogger(__name__)
 
 RETRY_DELAY_S = 1.0
 """When a retried run event (its run locked, Redis or NATS down) is delivered again."""
+RETRY = Redeliver(RETRY_DELAY_S)
 
 
 @lru_cache(maxsize=2)
@@ -34,7 +40,7 @@ def _delayer_for(fifo: bool) -> VisibilityDelayer:
     return VisibilityDelayer(cfg.workflow_queue_url if fifo else cfg.workflow_timer_queue_url)
 
 
-def _delayer(record: dict[str, Any]) -> VisibilityDelayer:
+def _delayer(record: Record) -> VisibilityDelayer:
     return _delayer_for(str(record.get("eventSourceARN", "")).endswith(".fifo"))
 
 
@@ -42,37 +48,10 @@ def handle_batch(event: dict[str, Any], context: Any = None) -> dict[str, list[d
     """The partial batch response of a batch of run events."""
     from cordum.workflow.wiring import default_runner
 
-    runner = default_runner()
-    records = event.get("Records") or []
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for record in records:
-        group = (record.get("attributes") or {}).get("MessageGroupId") \
-            or record.get("messageId", "")
-        groups.setdefault(group, []).append(record)
-    failed: set[str] = set()
-
-    async def run_group(group: list[dict[str, Any]]) -> None:
-        for index, record in enumerate(group):
-            if not await _apply(runner, record):
-                failed.update(r.get("messageId", "") for r in group[index:])
-                return
-
-    async def run_all() -> None:
-        runtime.invocation_deadline.set(runtime.lambda_deadline(context))
-        await asyncio.gather(*(run_group(g) for g in groups.values()))
-
-    runtime.run(run_all())
-    METRICS.flush()
-    for record in records:
-        if record.get("messageId", "") in failed:
-            # Back in a second, not after the queue's visibility timeout (minutes):
-            # a retried event holds up its run's later ones.
-            _delayer(record).delay(record.get("receiptHandle", ""), RETRY_DELAY_S)
-    return {"batchItemFailures": [{"itemIdentifier": r.get("messageId", "")}
-                                  for r in records if r.get("messageId", "") in failed]}
+    return run_batch(event, partial(_apply, default_runner()), _delayer, context)
 
 
-async def _apply(runner: Any, record: dict[str, Any]) -> bool:
+async def _apply(runner: WorkflowRunner, record: Record) -> Redeliver | None:
     message_id = record.get("messageId", "?")
     try:
         event = RunEvent.parse(record.get("body") or "")
@@ -80,24 +59,22 @@ async def _apply(runner: Any, record: dict[str, Any]) -> bool:
         # Never parseable: failed, so the redrive keeps it in the queue's DLQ.
         log.error("run event %s is not one: %s", message_id, exc)
         METRICS.count("workflow_events_invalid")
-        return False
+        return RETRY
     try:
         outcome = await runner.apply(event)
     except RetryAfter as exc:
         log.info("run event %s (%s %s) retried: %s", message_id, event.kind, event.run_id, exc)
-        return False
+        return RETRY
     except Exception:
         log.exception("run event %s (%s %s) failed", message_id, event.kind, event.run_id)
-        return False
+        return RETRY
     log.info("run %s: %s", event.run_id, outcome)
     METRICS.count("workflow_events", kind=event.kind)
-    return True
+    return None
 
 
 def tick(context: Any) -> dict[str, Any]:
     """The workflow reconciler, ticking until the invocation's time runs short."""
     from cordum.workflow.reconciler import tick_invocation
 
-    report = runtime.run(tick_invocation(context.get_remaining_time_in_millis))
-    METRICS.flush()
-    return report
+    return scheduled(context, tick_invocation)

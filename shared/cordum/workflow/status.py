@@ -275,17 +275,3 @@ def branch_not_taken(run: WorkflowRun, step_id: str) -> bool:
 def _status(run: WorkflowRun, step_id: str) -> StepStatus:
     sr = run.steps.get(step_id)
     return StepStatus(sr.status) if sr is not None else StepStatus.PENDING
-
-
-def fatal_failure(run: WorkflowRun, wf: Workflow) -> bool:
-    """A failed run with an unrecovered step whose job ended FAILED_FATAL: the saga's
-    trigger (a fatal failure its ``on_error`` chain made good rolls nothing back)."""
-    if run.status != RunStatus.FAILED:
-        return False
-    for step_id in wf.steps:
-        sr = run.steps.get(step_id)
-        if (sr is not None and sr.status == StepStatus.FAILED and sr.error
-                and sr.error.get("state") == FATAL_STATE
-                and recovery(step_id, run, wf) is Recovery.UNRECOVERED):
-            return True
-    return False

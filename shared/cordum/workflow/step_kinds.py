@@ -1,4 +1,4 @@
-"""Starting a step, per step kind (reference §2, §3).
+"""Starting a step, per step kind (docs/workflows.md, "How the step kinds behave").
 
 A worker step (and any type this engine does not know) and an approval gate become a
 job for the caller to publish; condition, transform and notify steps finish at once;
@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from cordum.labels import is_reserved_label
+from cordum.step_job_ids import step_job_id
 from cordum.workflow import composite, expressions, gates, parallel, subworkflow
 from cordum.workflow.input_refs import is_pointer, kept_input
 from cordum.workflow.model import GATE_PASSED, GATE_WAITING, StepStatus, format_time, parse_time
@@ -26,7 +27,6 @@ from cordum.workflow.steps import (
     fail,
     fire_delay,
     is_child,
-    job_id,
     schema_problem,
 )
 from cordum.workflow.storage_step import storage_step
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from cordum.workflow.steps import Advance
 
 APPROVAL_GATE_TOPIC = "job.cordum.approval-gate"
-"""The gate topic workflow approvals use (one of ``scheduler.jobhash.APPROVAL_GATE_TOPICS``)."""
+"""The gate topic workflow approvals use (one of ``cordum.approval.APPROVAL_GATE_TOPICS``)."""
 SOURCE_LABEL = "workflow"
 COMPOSITE_KINDS = {"parallel": parallel.begin_parallel, "loop": composite.begin_loop}
 NOT_CHILD_KINDS = frozenset({"condition", "switch", "parallel", "loop", "subworkflow", "delay"})
@@ -246,15 +246,15 @@ def _notify_step(a: Advance, step: Step, sr: StepRun, payload: Any) -> None:
     body = payload if isinstance(payload, dict) else {}
     level = str(body.get("level") or "INFO").strip().upper()
     details = body.get("details")
-    message = _text(body.get("message")) or step.name or step.id
+    message = _json_text(body.get("message")) or step.name or step.id
     severity = SEVERITIES.get(level, 1)
     alert: dict[str, Any] = {
         "message": message,
         "severity": severity,
-        "source_component": _text(body.get("component")) or NOTIFY_SOURCE,
-        "details": ({str(k): _text(v) for k, v in details.items()}
+        "source_component": _json_text(body.get("component")) or NOTIFY_SOURCE,
+        "details": ({str(k): _json_text(v) for k, v in details.items()}
                     if isinstance(details, dict) else {}),
-        "trace_id": _text(body.get("trace_id")) or a.run.id,
+        "trace_id": _json_text(body.get("trace_id")) or a.run.id,
     }
     if a.run.dry_run:
         a.note("step_event_emitted", step.id, message=message,
@@ -272,7 +272,7 @@ def _dispatch(a: Advance, step: Step, sr: StepRun, payload: Any, *, approval: bo
     ``labels``: the engine's own labels for the job, beside its routing labels."""
     run, wf = a.run, a.wf
     path = sr.step_id
-    jid = job_id(run.id, path, sr.attempts)
+    jid = step_job_id(run.id, path, sr.attempts)
     env = {"workflow_id": wf.id, "run_id": run.id, "step_id": path,
            "tenant_id": run.org_id, "team_id": run.team_id or "",
            "memory_id": f"run:{run.id}", "context_mode": "raw"}
@@ -342,7 +342,7 @@ def _child_env(a: Advance, path: str) -> dict[str, str]:
         return composite.item_env(found[1], a.extra["item"])
     loop = a.extra.get("loop") or {}
     return {"loop_index": str(found[1]), "loop_iteration": str(found[1] + 1),
-            "loop_previous_output": _text(loop.get("previous_output"))}
+            "loop_previous_output": _json_text(loop.get("previous_output"))}
 
 
 def _route_labels(a: Advance, step: Step) -> dict[str, str]:
@@ -358,11 +358,13 @@ def _route_labels(a: Advance, step: Step) -> dict[str, str]:
         except expressions.ExpressionError:
             continue
         if value is not None:
-            labels[str(key)] = _text(value)
+            labels[str(key)] = _json_text(value)
     return labels
 
 
-def _text(value: Any) -> str:
+def _json_text(value: Any) -> str:
+    """A rendered value as text: a str as it is, None as "", anything else as compact
+    JSON (so an object or a list reads as JSON, not as Python's repr)."""
     if value is None:
         return ""
     if isinstance(value, str):

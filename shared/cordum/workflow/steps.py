@@ -1,4 +1,5 @@
-"""A step's working state and its end (reference §3, §5).
+"""A step's working state and its end (docs/workflows.md, "How a run moves" and "How the
+step kinds behave").
 
 :class:`Advance` is one engine call's state; :func:`complete` and :func:`fail` end a
 step (its result into the run context, or its error to an ``on_error`` handler),
@@ -105,11 +106,6 @@ class Advance:
         ctx = self.run.context
         return {"input": self.run.input, "ctx": ctx, "steps": ctx.setdefault("steps", {}),
                 **self.extra}
-
-
-def job_id(run_id: str, step_path: str, attempt: int) -> str:
-    """``<run>:<step>@<attempt>``; a for_each or loop child's path is ``<step>[i]``."""
-    return f"{run_id}:{step_path}@{attempt}"
 
 
 def copy_value(value: Any) -> Any:

@@ -1,5 +1,5 @@
 """The ``storage`` step: a read, write or delete of a dot path in the run context
-(reference §2), done at once, with no job."""
+(docs/workflows.md, "How the step kinds behave"), done at once, with no job."""
 
 from __future__ import annotations
 

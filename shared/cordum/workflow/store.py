@@ -14,12 +14,9 @@ tenant's. Definitions are :mod:`cordum.workflow.definition_store`; pages of runs
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
-import time
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,15 +24,14 @@ from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
-from cordum.store.errors import LockBusy, LockUnavailable, StoreError
 from cordum.store.jobs import DATA_TTL_S, meta_key
 from cordum.store.locks import Lease, LockPolicy, LockScripts, TtlHoldLock
 from cordum.store.results import redacted_key
-from cordum.store.step_jobs import StepJobRecord, step_job_key
+from cordum.store.step_jobs import StepJobRecord, StoredJobEnd, step_job_key
 from cordum.workflow import keys, run_listing
 from cordum.workflow.definition_store import stored_definition
 from cordum.workflow.errors import IdempotencyConflict, RunLimitExceeded, RunNotRunnable
-from cordum.workflow.job_ends import StoredJobEnd, fields_of
+from cordum.workflow.job_ends import fields_of
 from cordum.workflow.model import StepRun, WorkflowRun
 from cordum.workflow.redis_io import dumps, execute, read_pipe, redis_errors, text, time_us
 
@@ -51,10 +47,8 @@ log = logging.getLogger(__name__)
 _LUA = Path(__file__).parent / "lua"
 
 RUN_LOCK_POLICY = LockPolicy(ttl_s=keys.RUN_LOCK_TTL_S, renew_every_s=keys.RUN_LOCK_RENEW_S)
-LOCK_POLL_S = 0.025
-"""Pause between two attempts on a busy run lock."""
-LOCK_BUSY_RETRY_S = 0.5
-"""``LockBusy`` delay when the run lock stayed busy."""
+"""A run's lock: a 30 s TTL renewed every 10 s; polled every 25 ms while busy, then
+``LockBusy`` of 0.5 s, ``LockUnavailable`` of 1 s (the job lock's)."""
 REMEMBERED_TIMERS = 4096
 """Runs whose timer score a store remembers from its last read or write."""
 
@@ -170,10 +164,6 @@ class WorkflowStore:
         if not isinstance(timer_at, EllipsisType):
             self._remember_timer(run.id, None if timer_at is None else float(timer_at))
 
-    async def clear_outbox(self, run_id: str) -> None:
-        await execute(f"clear outbox of run {run_id}",
-                       self._pipe().delete(keys.outbox_key(run_id)))
-
     async def delete_run(self, tenant: str, run_id: str) -> bool:
         """Remove the run and everything kept for it; False when the tenant has no such
         run. An open run should be cancelled first: its jobs are not."""
@@ -207,10 +197,8 @@ class WorkflowStore:
                    ) -> tuple[WorkflowRun, Workflow, list[dict[str, Any]] | None] | None:
         """The run, the definition it started with and its outbox left to carry out (None:
         nothing), in one round trip; None when the run does not exist."""
-        reply = await self._read_run(run_id, full=True)
-        if reply is None:
-            return None
-        return self._loaded(run_id, reply)
+        status, reply = await self._read_run(run_id, full=True)
+        return self._loaded(run_id, reply) if status == "ok" else None
 
     def _loaded(self, run_id: str, reply: list[Any]
                 ) -> tuple[WorkflowRun, Workflow, list[dict[str, Any]] | None] | None:
@@ -224,8 +212,8 @@ class WorkflowStore:
         return run, wf, outbox or None
 
     async def get_run(self, tenant: str, run_id: str) -> WorkflowRun | None:
-        reply = await self._read_run(run_id, full=False)
-        if reply is None:
+        status, reply = await self._read_run(run_id, full=False)
+        if status != "ok":
             return None
         run = WorkflowRun.from_json(json.loads(reply[0]))
         return run if run.org_id == tenant else None
@@ -234,14 +222,6 @@ class WorkflowStore:
         """The run's timer (unix s) as this store last read (``load``, ``get_run``) or
         wrote it (``save``); None when it has none or was not read here."""
         return self._timers.get(run.id)
-
-    async def job_run(self, job_id: str) -> tuple[str, str, str] | None:
-        """(tenant, run id, step path) of a step's job; None for any other job."""
-        (raw,) = await execute(f"job {job_id}", self._pipe().get(keys.job_run_key(job_id)))
-        record = StepJobRecord.from_json(raw)
-        if record is None:
-            return None
-        return record.tenant, record.run_id, record.step_path
 
     async def timeline(self, tenant: str, run_id: str) -> list[dict[str, Any]] | None:
         """The run's events, oldest first; None when the tenant has no such run."""
@@ -277,63 +257,39 @@ class WorkflowStore:
     # ------------------------------------------------------------------ locks
 
     @contextlib.asynccontextmanager
-    async def run_lock(self, run_id: str, *, wait_s: float = 0) -> AsyncIterator[Lease]:
-        """Hold the run's lock for the block (renewed every 10 s, released on exit).
-
-        Raises :class:`LockBusy` when another holder keeps it past ``wait_s`` (one
-        attempt at 0) and :class:`LockUnavailable` when Redis fails.
-        """
-        key = keys.run_lock_key(run_id)
-        token = str(uuid.uuid4())
-        give_up = time.monotonic() + wait_s
-        while True:
-            try:
-                got = await asyncio.wait_for(
-                    self._locks.try_acquire(key, token, RUN_LOCK_POLICY.ttl_s),
-                    RUN_LOCK_POLICY.op_timeout_s)
-            except Exception as exc:
-                raise LockUnavailable(f"run lock {run_id}: {exc}",
-                                      RUN_LOCK_POLICY.error_retry_s) from exc
-            if got:
-                break
-            if time.monotonic() + LOCK_POLL_S > give_up:
-                raise LockBusy(run_id, LOCK_BUSY_RETRY_S)
-            await asyncio.sleep(LOCK_POLL_S)
-        lease = Lease(self._locks, key, token, RUN_LOCK_POLICY)
-        lease._start_renewing()
-        try:
-            yield lease
-        finally:
-            await lease.release()
-
-    @contextlib.asynccontextmanager
     async def locked_run(self, run_id: str, *, wait_s: float = 0, job_id: str = "",
                          max_result_bytes: int = 0) -> AsyncIterator[LockedRun]:
-        """``run_lock`` and ``load`` in one round trip, with a job id also that step job's
-        stored end: the lock is taken by the script that reads the run. ``LockedRun.loaded`` is None
-        when the run does not exist (and then no lock is held)."""
-        token = str(uuid.uuid4())
-        give_up = time.monotonic() + wait_s
-        while True:
-            try:
-                reply = await self._read_run(run_id, full=True, job_id=job_id,
-                                             max_result_bytes=max_result_bytes, token=token)
-                break
-            except LockBusy:
-                if time.monotonic() + LOCK_POLL_S > give_up:
-                    raise
-            except StoreError as exc:
-                raise LockUnavailable(f"run lock {run_id}: {exc}",
-                                      RUN_LOCK_POLICY.error_retry_s) from exc
-            await asyncio.sleep(LOCK_POLL_S)
-        if reply is None:
+        """The run's lock and ``load`` in one round trip, with a job id also that step
+        job's stored end: the lock is taken (:meth:`LockScripts.acquire`) by the script
+        that reads the run, renewed every 10 s and released on exit.
+        ``LockedRun.loaded`` is None when the run does not exist (and then no lock is
+        held).
+
+        Raises :class:`LockBusy` when another holder keeps the lock past ``wait_s`` (one
+        attempt at 0) and :class:`LockUnavailable` when Redis fails.
+        """
+        async def read_locked(token: str) -> tuple[bool, Any]:
+            status, reply = await self._read_run(run_id, full=True, job_id=job_id,
+                                                 max_result_bytes=max_result_bytes,
+                                                 token=token)
+            if status == "busy":
+                return False, None
+            if status != "ok":
+                raise _NoRun(run_id)  # the script gave the key back
+            return True, reply
+
+        try:
+            lease: Lease | None = await self._locks.acquire(
+                keys.run_lock_key(run_id), RUN_LOCK_POLICY, wait_s=wait_s,
+                attempt=read_locked)
+        except _NoRun:
+            lease = None
+        if lease is None:
             yield LockedRun(None, None, None)
             return
-        lease = Lease(self._locks, keys.run_lock_key(run_id), token, RUN_LOCK_POLICY)
-        lease._start_renewing()
         try:
-            loaded = self._loaded(run_id, reply)
-            job = _job_end(reply) if job_id and loaded is not None else None
+            loaded = self._loaded(run_id, lease.data)
+            job = _job_end(lease.data) if job_id and loaded is not None else None
             yield LockedRun(lease, loaded, job)
         finally:
             await lease.release()
@@ -353,9 +309,10 @@ class WorkflowStore:
         return read_pipe(self._redis)
 
     async def _read_run(self, run_id: str, *, full: bool, job_id: str = "",
-                        max_result_bytes: int = 0, token: str = "") -> list[Any] | None:
-        """The script's reply without its status; None when the run does not exist.
-        With ``token`` the run's lock is taken first: LockBusy when another holds it."""
+                        max_result_bytes: int = 0, token: str = "") -> tuple[str, list[Any]]:
+        """The script's status and the rest of its reply: "ok", or "none" when the run
+        does not exist. With ``token`` the run's lock is taken first (and given back
+        when there is no run): "busy" when another holds it."""
         run_keys = [keys.run_key(run_id), keys.TIMERS_KEY, keys.run_definition_key(run_id),
                     keys.outbox_key(run_id), keys.run_lock_key(run_id)]
         if job_id:
@@ -365,15 +322,11 @@ class WorkflowStore:
                            int(RUN_LOCK_POLICY.ttl_s * 1000), max_result_bytes]
         with redis_errors(f"read run {run_id}"):
             reply = await self._read(keys=run_keys, args=args)
-        status = text(reply[0])
-        if status == "busy":
-            raise LockBusy(run_id, LOCK_BUSY_RETRY_S)
-        if status != "ok":
-            return None
-        reply = list(reply[1:])
-        score = reply[1]
-        self._remember_timer(run_id, float(score) if score is not None else None)
-        return reply
+        status, rest = text(reply[0]), list(reply[1:])
+        if status == "ok":
+            score = rest[1]
+            self._remember_timer(run_id, float(score) if score is not None else None)
+        return status, rest
 
     def _remember_timer(self, run_id: str, score: float | None) -> None:
         self._timers[run_id] = score
@@ -395,3 +348,7 @@ class LockedRun:
     """None when the run does not exist (no lock is held then)."""
     loaded: tuple[WorkflowRun, Workflow, list[dict[str, Any]] | None] | None
     job: StoredJobEnd | None
+
+
+class _NoRun(Exception):  # noqa: N818
+    """The run a lock was asked for does not exist (its read gave the key back)."""

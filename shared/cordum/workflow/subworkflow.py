@@ -1,4 +1,5 @@
-"""The ``subworkflow`` step: a child run of another definition (reference §2).
+"""The ``subworkflow`` step: a child run of another definition (docs/workflows.md,
+"How the step kinds behave").
 
 The step asks for a child run (an effect the runner carries out: it stores the run and
 queues its start); the child's id is kept in the step's ``job_id``. When the child run

@@ -1,6 +1,6 @@
-"""The ``switch`` step (reference §2): ``condition`` is the value, ``input.cases`` the
-branches, ``input.default`` the fallback; the branches not taken are cancelled as
-complete (``switch_branch_not_taken``)."""
+"""The ``switch`` step (docs/workflows.md, "How the step kinds behave"): ``condition``
+is the value, ``input.cases`` the branches, ``input.default`` the fallback; the
+branches not taken are cancelled as complete (``switch_branch_not_taken``)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,167 @@
+"""Request and response helpers every feature's routes share: the caller, the body, the
+query parameters (limit, cursor, times) and the JSON answer."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response
+
+from cordum.gateway.core import deps, ratelimit
+from cordum.gateway.core.errors import Forbidden, InvalidRequest, PayloadTooLarge
+from cordum.gateway.core.models import MAX_BODY_BYTES_ENV, max_body_bytes
+from cordum.gateway.core.paging import Position, parse_cursor
+from cordum.gateway.core.times import parse_time_us
+from cordum.labels import has_control_chars
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+
+    from cordum.gateway.core.auth import Principal
+
+ADMIN = "admin"
+
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of objects and arrays a request body may have."""
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(status_code=status, content_type="application/json",
+                    body=json.dumps(body, separators=(",", ":")), headers=headers or {})
+
+
+def headers(event: BaseProxyEvent) -> dict[str, str]:
+    """The request's headers with lower-case names."""
+    return {k.lower(): v for k, v in (event.headers or {}).items()}
+
+
+def principal(event: BaseProxyEvent) -> Principal:
+    """The caller, authenticated (401), authorised for the tenant asked for (403) and
+    within its key's rate limit (429)."""
+    hdrs = headers(event)
+    return ratelimit.admit(deps.authenticator().authenticate(hdrs), hdrs)
+
+
+def require_role(who: Principal, *roles: str) -> None:
+    """403 unless ``who`` has one of ``roles`` (admin always passes)."""
+    if who.role != ADMIN and who.role not in roles:
+        raise Forbidden("forbidden", "forbidden")
+
+
+def check_path(path: object) -> None:
+    """400 when the request path holds a control character, raw or percent-encoded:
+    ids taken from it end up in keys, logs and headers."""
+    text = path if isinstance(path, str) else ""
+    if has_control_chars(text) or has_control_chars(unquote(text)):
+        raise InvalidRequest("path contains a control character")
+
+
+def body_text(raw_event: dict[str, Any]) -> str | None:
+    """The request body as text that is valid UTF-8; a base64 body
+    (``isBase64Encoded``) is decoded first. 400 for anything else."""
+    raw = raw_event.get("body")
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise InvalidRequest("request body must be text")
+    if raw_event.get("isBase64Encoded"):
+        try:
+            data = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidRequest("request body is not valid base64") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRequest("request body is not valid UTF-8") from None
+    try:
+        raw.encode("utf-8")  # a lone surrogate is text Python holds but no UTF-8
+    except UnicodeEncodeError:
+        raise InvalidRequest("request body is not valid UTF-8") from None
+    return raw
+
+
+def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether objects and arrays in ``text`` nest deeper than ``limit``, found without
+    recursion (the JSON decoder recurses once per level and would overflow first)."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
+
+
+def bounded_body(event: BaseProxyEvent) -> None:
+    """413 when the body is larger than the configured limit (CORDUM_MAX_BODY_BYTES)."""
+    cap = max_body_bytes()
+    if len((event.body or "").encode()) > cap:
+        raise PayloadTooLarge(f"request body larger than {cap} bytes ({MAX_BODY_BYTES_ENV})")
+
+
+def json_body(event: BaseProxyEvent, *, required: bool = True) -> dict[str, Any]:
+    """The body as a JSON object: 400 unless it is one, at most :data:`MAX_JSON_DEPTH`
+    levels deep, with every string valid UTF-8."""
+    raw = event.body
+    if not raw:
+        if not required:
+            return {}
+        raise InvalidRequest("request body is required")
+    if json_too_deep(raw):
+        raise InvalidRequest(
+            f"request body is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise InvalidRequest("request body is not valid JSON", "invalid_json") from None
+    if not isinstance(body, dict):
+        raise InvalidRequest("request body must be a JSON object")
+    if _SURROGATE_ESCAPE.search(raw):
+        try:
+            # "\ud800" escapes decode to a lone surrogate, which no store can write.
+            json.dumps(body, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidRequest("request body is not valid UTF-8") from None
+    return body
+
+
+def query(event: BaseProxyEvent, name: str, default: str = "") -> str:
+    return (event.query_string_parameters or {}).get(name) or default
+
+
+def limit(event: BaseProxyEvent, default: int = 50, maximum: int = 1000) -> int:
+    """The ``limit`` query parameter: 400 unless a positive integer; clamped to ``maximum``."""
+    raw = query(event, "limit")
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidRequest("limit must be an integer") from None
+    if value <= 0:
+        raise InvalidRequest("limit must be positive")
+    return min(value, maximum)
+
+
+def cursor(event: BaseProxyEvent) -> Position | None:
+    """The ``cursor`` query parameter as a position (None: the first page); 400 when it
+    is none (:func:`~cordum.gateway.core.paging.parse_cursor`)."""
+    return parse_cursor(query(event, "cursor"))
+
+
+def time_query(event: BaseProxyEvent, name: str) -> int | None:
+    """A time query parameter (``updated_after``, ...) in epoch µs; None when absent,
+    400 when it is neither RFC 3339 nor an epoch number."""
+    raw = query(event, name)
+    if not raw:
+        return None
+    try:
+        return parse_time_us(raw)
+    except ValueError:
+        raise InvalidRequest(f"{name} must be an RFC 3339 time or an epoch number") from None

@@ -1,0 +1,1 @@
+"""The OpenAPI document of the whole API and its Swagger UI page."""

@@ -1,0 +1,20 @@
+"""No route: the stream's paths are cordum-stream's (a long-lived connection does not
+fit a Lambda invocation). This module gives the app the feature's OpenAPI part only."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+if TYPE_CHECKING:
+    from cordum.gateway.core.openapi import ApiPart
+
+router = Router()
+
+
+def contract() -> ApiPart:
+    """This feature's part of the OpenAPI document (loaded with the document)."""
+    from cordum.gateway.events import openapi
+
+    return openapi.PART

@@ -1,0 +1,1 @@
+"""The control plane as a whole: health, status and workers."""

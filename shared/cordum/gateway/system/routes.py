@@ -1,0 +1,90 @@
+"""GET /health (no auth), GET /api/v1/health, GET /api/v1/workers, GET /api/v1/status: the
+control plane as a whole, read-only; the work is in ``cordum.gateway.system.service``.
+
+Health is JSON either way, as Cordum's gateway answers: 200 ``{"status": "healthy",
+"redis": "ok", "nats": "ok"}``, or 503 with ``"status": "unhealthy"`` and ``"ok"`` or
+``"unavailable"`` per dependency. ``/health`` answers anyone, so the body never carries
+an exception text, a host or a URL: what went wrong goes to the log. Each check is
+bounded by its configured timeout and both run at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from cordum import runtime
+from cordum.config import settings
+from cordum.gateway.core import deps
+from cordum.gateway.core.http import ADMIN, json_response, principal, require_role
+from cordum.gateway.system import service, views
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import Response
+
+    from cordum.gateway.core.openapi import ApiPart
+
+log = logging.getLogger(__name__)
+
+router = Router()
+
+
+def contract() -> ApiPart:
+    """This feature's part of the OpenAPI document (loaded with the document)."""
+    from cordum.gateway.system import openapi
+
+    return openapi.PART
+
+
+OK = "ok"
+UNAVAILABLE = "unavailable"
+
+
+def health_body(reach: service.Connectivity) -> tuple[int, dict[str, Any]]:
+    parts = {"redis": UNAVAILABLE if reach.redis_error else OK,
+             "nats": UNAVAILABLE if reach.nats_error else OK}
+    if reach.healthy:
+        return 200, {"status": "healthy", **parts}
+    down = ", ".join(f"{name} {state}" for name, state in parts.items() if state != OK)
+    return 503, {"status": "unhealthy", "error": f"unhealthy: {down}", "code": "unhealthy",
+                 **parts}
+
+
+def _answer() -> Response:
+    reach = runtime.run(service.connectivity(settings()))
+    status, body = health_body(reach)
+    if status != 200:
+        log.warning("unhealthy: redis: %s; nats: %s", reach.redis_error or OK,
+                    reach.nats_error or OK)
+    return json_response(status, body, {"Retry-After": "2"} if status != 200 else None)
+
+
+@router.get("/health")
+def health() -> Response:
+    return _answer()
+
+
+@router.get("/api/v1/health")
+def health_v1() -> Response:
+    principal(router.current_event)
+    return _answer()
+
+
+@router.get("/api/v1/workers")
+def list_workers() -> Response:
+    require_role(principal(router.current_event))
+    snapshot = runtime.run(service.worker_snapshot(deps.redis()))
+    now = time.time()
+    items = [views.worker_runtime(w, now)
+             for w in sorted(snapshot.workers, key=lambda w: w.worker_id)]
+    return json_response(200, {"items": items})
+
+
+@router.get("/api/v1/status")
+def get_status() -> Response:
+    who = principal(router.current_event)
+    body = runtime.run(service.status(deps.redis(), settings(), admin=who.role == ADMIN))
+    return json_response(200, body)

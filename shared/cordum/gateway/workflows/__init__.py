@@ -1,0 +1,1 @@
+"""Workflows: definitions, runs, reruns and dry runs behind the HTTP API."""
