@@ -192,8 +192,9 @@ def test_a_clean_end_is_the_end_of_a_job_stream_and_a_break_of_the_tenants(
     tenant, sleeps, notes = open_stream(server)
     with tenant:
         assert [e.type for e in take(tenant, 2)] == ["a", "b"]
-    assert sleeps == [0.5] and notes[0][0] == "the server ended the stream"
-    assert server.sent("/api/v1/stream")[1].headers["last-event-id"] == "1"
+    # (a busy machine may drop the second connection too: then a third, after 1 s)
+    assert sleeps[0] == 0.5 and notes[0][0] == "the server ended the stream"
+    assert server.sent("/api/v1/stream")[-1].headers["last-event-id"] == "1"
 
 
 def test_reconnections_are_bounded_with_a_doubling_backoff(server: SseServer) -> None:
