@@ -3,12 +3,16 @@ bus packet's publish to its frame at each client, the events per second one serv
 process delivers to them all, and the memory each connection costs it.
 
 The service runs as it is deployed, ``python -m cordum.stream`` in a process of its own
-on a free port, on the real Redis (a database of the benchmark's own,
-``tests/redis_db.py``, emptied after) and NATS, with a key list in CORDUM_API_KEYS and a
-queue group and subject prefix of this run's own, so a local stack's stream never takes
-its events. The clients (``stream_clients``) are another process: WebSockets that offer
-permessage-deflate as browsers do (``--no-deflate``: not), ``--sse N`` of them Server-Sent
-Events instead, all of one tenant, 20 per key (the service's per-key bound, as shipped).
+on a free port, on the machine's Redis (a database of the benchmark's own,
+``tests/redis_db.py``, emptied after) and a nats-server of its own (``private_nats``:
+on the shared one the job stream would store every ``sys.job.submit`` packet and a
+local stack's bridge forward it to its submit function; BENCH_STREAM_NATS_URL names a
+server to use instead, and the packets are taken out of its job stream after), with a
+key list in CORDUM_API_KEYS and a queue group and subject prefix of this run's own, so
+no other stream service takes its events. The clients (``stream_clients``) are another
+process: WebSockets that offer permessage-deflate as browsers do (``--no-deflate``: not),
+``--sse N`` of them Server-Sent Events instead, all of one tenant, 20 per key (the
+service's per-key bound, as shipped).
 
 Each event is a ``job.submit`` BusPacket as the gateway builds it for an API submit, of
 a job whose meta is stored (so the writer reads its tenant, logs it and sends it to the
@@ -30,8 +34,7 @@ Figures and their floors:
 
 The floors of the last two: the same clients and events against a bare aiohttp server
 (``stream_floor``) that writes one protojson text per event to every connection from
-its NATS callback. The packets published are taken out of the job stream after
-(``tests/helpers.drop_from_stream``). Run:
+its NATS callback. Run:
 
     python -m tests.bench.bench_stream [--clients N] [--events N] [--runs N]
 """
@@ -40,11 +43,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -64,13 +67,18 @@ from tests.bench.common import (
     fmt,
     free_port,
     percentile,
+    private_nats,
     progress,
 )
+from tests.bench.stream_clients import raise_nofile
 
 SERVER_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
-NATS_URL = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
+SHARED_NATS_VAR = "BENCH_STREAM_NATS_URL"
+"""A NATS server to run on instead of a private one (the packets are taken out of its
+job stream after; a local stack's bridge on it may forward some first)."""
 TOPIC = "job.bench-stream"
-"""No worker serves it: a local stack's submit path that sees a packet never runs it."""
+"""No worker serves it: should a local stack's submit path see a packet (a shared NATS),
+no job of it ever runs."""
 SLICES = 5
 FLOOR_LATENCY_EVENTS = 50
 """The bare server's latency is a side note: fewer events than the service's."""
@@ -87,13 +95,9 @@ def slices_of(values: list[float], n: int) -> list[list[float]]:
 
 
 def nofile_raiser(wanted: int) -> Any:
-    def raise_limit() -> None:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        if soft != resource.RLIM_INFINITY and soft < target:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-
-    return raise_limit
+    """A child's RLIMIT_NOFILE raised before it runs (each client is a socket on both
+    sides)."""
+    return functools.partial(raise_nofile, wanted)
 
 
 def wait_healthy(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -137,13 +141,14 @@ class Run:
         self.job_ids = [str(uuid.uuid4()) for _ in range(per_target)]
         self.floor_job_ids = [str(uuid.uuid4()) for _ in range(per_target)]
         self.redis_url = ""
+        self.nats_url = ""
 
     def client_config(self, url: str, pid: int, jobs: list[str], prefix: str,
                       latency_events: int) -> dict[str, Any]:
         a = self.args
         return {"url": url, "pid": pid, "keys": self.keys, "per_key": self.per_key,
                 "tenant": self.tenant, "topic": TOPIC, "job_ids": jobs,
-                "trace_prefix": prefix, "nats_url": NATS_URL, "clients": a.clients,
+                "trace_prefix": prefix, "nats_url": self.nats_url, "clients": a.clients,
                 "sse": a.sse, "deflate": a.deflate, "connect_concurrency": 50,
                 "settle_s": 2.0, "latency_events": latency_events,
                 "latency_rate": a.latency_rate, "runs": a.runs, "events": a.events,
@@ -167,24 +172,26 @@ async def store_jobs(redis_url: str, tenant: str, job_ids: list[str]) -> None:
         await redis.aclose()
 
 
-async def stream_mark() -> tuple[str | None, int]:
+async def stream_mark(nats_url: str) -> tuple[str | None, int]:
     """The job stream holding sys.job.submit, and the sequence our packets start after."""
     import nats
-    from nats.js.errors import NotFoundError
+    from nats.errors import NoRespondersError
+    from nats.errors import TimeoutError as NatsTimeout
+    from nats.js.errors import NotFoundError, ServiceUnavailableError
 
-    nc = await nats.connect(NATS_URL)
+    nc = await nats.connect(nats_url)
     try:
         js = nc.jetstream()
         try:
             name = await js.find_stream_name_by_subject("sys.job.submit")
-        except NotFoundError:
-            return None, 0
+        except (NotFoundError, ServiceUnavailableError, NoRespondersError, NatsTimeout):
+            return None, 0  # no such stream, or no JetStream (a private server)
         return name, (await js.stream_info(name)).state.last_seq + 1
     finally:
         await nc.close()
 
 
-async def drop_ours(stream: str | None, first: int, job_ids: set[str]) -> None:
+async def drop_ours(nats_url: str, stream: str | None, first: int, job_ids: set[str]) -> None:
     """Our packets out of the job stream: a stack's bridge must never forward them."""
     if stream is None:
         return
@@ -192,7 +199,7 @@ async def drop_ours(stream: str | None, first: int, job_ids: set[str]) -> None:
 
     from tests.helpers import drop_from_stream
 
-    nc = await nats.connect(NATS_URL)
+    nc = await nats.connect(nats_url)
     try:
         await drop_from_stream(nc.jetstream(), stream, first,
                                lambda p: p.job_request.job_id in job_ids)
@@ -217,7 +224,7 @@ def start_service(run: Run, port: int, log: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("CORDUM_API_KEYS", "STREAM_"))}
     env.update({
-        "PYTHONPATH": str(ROOT / "shared"), "REDIS_URL": run.redis_url, "NATS_URL": NATS_URL,
+        "PYTHONPATH": str(ROOT / "shared"), "REDIS_URL": run.redis_url, "NATS_URL": run.nats_url,
         "CORDUM_API_KEYS": json.dumps([{"key": k, "tenant": run.tenant, "role": "user"}
                                        for k in run.keys]),
         "STREAM_HOST": "127.0.0.1", "STREAM_PORT": str(port),
@@ -233,7 +240,7 @@ def start_floor(run: Run, port: int, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), str(ROOT)])}
     with log.open("wb") as out:
         return subprocess.Popen([sys.executable, "-m", "tests.bench.stream_floor", "--port",
-                                 str(port), "--tenant", run.tenant, "--nats-url", NATS_URL],
+                                 str(port), "--tenant", run.tenant, "--nats-url", run.nats_url],
                                 env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 preexec_fn=nofile_raiser(run.args.clients * 2 + 256))
 
@@ -399,13 +406,21 @@ def print_table(svc: dict[str, Any], flr: dict[str, Any]) -> None:
 
 
 def measure(args: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    shared = os.environ.get(SHARED_NATS_VAR, "").strip()
+    with contextlib.nullcontext(shared) if shared else private_nats() as nats_url:
+        return measure_on(args, nats_url, private=not shared)
+
+
+def measure_on(args: Any, nats_url: str, *, private: bool
+               ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from tests import redis_db
 
     run = Run(args)
+    run.nats_url = nats_url
     run.redis_url = redis_db.claim(SERVER_REDIS_URL)
     progress(f"tenant {run.tenant}: {args.clients:,} clients on {len(run.keys)} keys; "
-             f"Redis {run.redis_url}; storing {len(run.job_ids):,} jobs")
-    stream, first = asyncio.run(stream_mark())
+             f"Redis {run.redis_url}; NATS {nats_url}; storing {len(run.job_ids):,} jobs")
+    stream, first = asyncio.run(stream_mark(nats_url))
     try:
         asyncio.run(store_jobs(run.redis_url, run.tenant, run.job_ids))
         with tempfile.TemporaryDirectory(prefix="cordum-bench-stream-") as tmp:
@@ -414,9 +429,11 @@ def measure(args: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             raw_flr = against(run, work, "floor", run.floor_job_ids,
                               min(args.latency_events, FLOOR_LATENCY_EVENTS))
     finally:
-        t0 = time.monotonic()
-        asyncio.run(drop_ours(stream, first, set(run.job_ids) | set(run.floor_job_ids)))
-        progress(f"our packets dropped from {stream} in {time.monotonic() - t0:.1f} s")
+        if stream is not None:
+            t0 = time.monotonic()
+            asyncio.run(drop_ours(nats_url, stream, first,
+                                  set(run.job_ids) | set(run.floor_job_ids)))
+            progress(f"our packets dropped from {stream} in {time.monotonic() - t0:.1f} s")
         redis_db.release()
     svc = summarize("service", raw_svc, args.clients)
     flr = summarize("floor", raw_flr, args.clients)
@@ -425,6 +442,7 @@ def measure(args: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             "latency_events": args.latency_events, "latency_rate": args.latency_rate,
             "events": args.events, "runs": args.runs, "window": args.window,
             "frame_bytes": svc["frame_chars"], "cores": os.cpu_count(),
+            "nats": "a nats-server of its own" if private else nats_url,
             "python": platform.python_version(), "service": svc, "floor": flr}
     return figures(svc, flr, raw_svc, raw_flr, args.clients), info
 

@@ -190,3 +190,40 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
     return (time.perf_counter() - t0) * 1000, out
+
+
+# ------------------------------------------------------------------ a private NATS
+
+
+@contextlib.contextmanager
+def private_nats() -> Iterator[str]:
+    """A nats-server of our own on a free loopback port (no JetStream), stopped after.
+
+    The stream benchmark publishes thousands of packets on ``sys.job.submit``: on the
+    shared server the job stream stores each one and a local stack's bridge forwards it
+    to its submit function; here nobody but the benchmark hears them.
+    """
+    binary = shutil.which("nats-server") or shutil.which("nats-server", path="/usr/sbin:/usr/bin")
+    if binary is None:
+        raise SystemExit("nats-server not found (Debian package nats-server)")
+    port = free_port()
+    proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            time.sleep(0.05)
+        else:
+            raise SystemExit(f"private nats-server on port {port} did not come up")
+        progress(f"private nats-server pid {proc.pid} on 127.0.0.1:{port}")
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        progress(f"private nats-server pid {proc.pid} stopped")

@@ -11,11 +11,13 @@ already up has its bridge as it was started (``BRIDGE_SQS_CALL_LOG=1 make up``
 for the same).
 
 Knobs (environment): BENCH_ONLY / BENCH_SKIP (comma-separated item names:
-roundtrips, cpu, cold_start, scale, workflow, dispatch, sustained), BENCH_LATENCY_JOBS,
-BENCH_LATENCY_RATE, BENCH_SUSTAINED_JOBS, BENCH_SUSTAINED_CONCURRENCY,
+roundtrips, cpu, cold_start, scale, workflow, stream, dispatch, sustained),
+BENCH_LATENCY_JOBS, BENCH_LATENCY_RATE, BENCH_SUSTAINED_JOBS, BENCH_SUSTAINED_CONCURRENCY,
 BENCH_SCALE_JOBS, BENCH_SCALE_RUNS, BENCH_IMPORT_RUNS, BENCH_CPU_BATCHES,
 BENCH_ROUNDTRIP_JOBS, BENCH_WORKFLOW_STEPS, BENCH_WORKFLOW_RUNS, BENCH_SQS_FLOOR_BATCH,
-BENCH_SQS_FLOOR_INTERVAL, BENCH_OUT (default
+BENCH_SQS_FLOOR_INTERVAL, BENCH_STREAM_CLIENTS, BENCH_STREAM_SSE, BENCH_STREAM_DEFLATE,
+BENCH_STREAM_EVENTS, BENCH_STREAM_RUNS, BENCH_STREAM_WINDOW, BENCH_STREAM_LATENCY_EVENTS,
+BENCH_STREAM_LATENCY_RATE, BENCH_STREAM_NATS_URL, BENCH_OUT (default
 BENCHMARKS.md at the repo root).
 
 The collected figures are kept in .cordum/bench/last-run.json;
@@ -59,6 +61,7 @@ class Item:
 
 def items() -> list[Item]:
     rt_jobs = str(env_int("BENCH_ROUNDTRIP_JOBS", 20))
+    clients = env_int("BENCH_STREAM_CLIENTS", 1000)
     return [
         Item("roundtrips", "1. Redis round trips per job (output policy on, as deployed)",
              "tests.bench.bench_roundtrips", [rt_jobs, "--policy", "on"]),
@@ -72,6 +75,10 @@ def items() -> list[Item]:
         Item("workflow", "7. Workflow engine cost per step", "tests.bench.bench_workflow",
              [str(env_int("BENCH_WORKFLOW_STEPS", 10)), "--runs",
               str(env_int("BENCH_WORKFLOW_RUNS", 7))]),
+        Item("stream", f"8. Live event stream with {clients:,} clients",
+             "tests.bench.bench_stream",
+             ["--clients", str(clients), "--events", str(env_int("BENCH_STREAM_EVENTS", 200)),
+              "--runs", str(env_int("BENCH_STREAM_RUNS", 3))]),
         Item("dispatch", "4. Dispatch latency through the local stack",
              "tests.bench.bench_dispatch", [], needs_stack=True),
         Item("sustained", "6. Sustained load", "tests.bench.bench_sustained", [],

@@ -169,8 +169,11 @@ async def _stream(request: web.Request, job_id: str) -> web.StreamResponse:
     caller = await ctx.auth.authenticate(request.headers, query)
     filters = Filters.from_query(query, job_id=job_id)
     answered = offered_subprotocol(request.headers)
+    # No permessage-deflate: a compressor is ~210 KiB per connection once it is sent a
+    # frame (230 MiB for 1,000 browsers, BENCHMARKS.md) and CPU per frame per client;
+    # frames are under 1 KiB of JSON.
     ws = web.WebSocketResponse(protocols=(answered,) if answered else (),
-                               heartbeat=PING_INTERVAL_S)
+                               heartbeat=PING_INTERVAL_S, compress=False)
     upgrade = ws.can_prepare(request).ok
     if not upgrade and EVENT_STREAM not in request.headers.get("Accept", ""):
         raise NotAcceptable

@@ -46,14 +46,24 @@ def raw_frame(event: Event) -> dict[str, Any]:
 
 
 def ws_text(event: Event, *, envelope: bool) -> str:
-    if envelope:
-        return _json({"id": event.id or None, "type": event.type, "data": event.data})
-    return _json(raw_frame(event))
+    """The WebSocket frame of ``event`` (encoded once per event, kept on it)."""
+    kind = "ws-envelope" if envelope else "ws"
+    text = event.texts.get(kind)
+    if text is None:
+        if envelope:
+            text = _json({"id": event.id or None, "type": event.type, "data": event.data})
+        else:
+            text = _json(raw_frame(event))
+        event.texts[kind] = text
+    return text
 
 
 def sse_text(event: Event, *, with_id: bool) -> str:
     head = f"id: {event.id}\n" if with_id and event.id else ""
-    return f"{head}event: {event.type}\ndata: {_json(event.data)}\n\n"
+    data = event.texts.get("data")
+    if data is None:
+        data = event.texts["data"] = _json(event.data)
+    return f"{head}event: {event.type}\ndata: {data}\n\n"
 
 
 async def _bounded(write: Any) -> None:
