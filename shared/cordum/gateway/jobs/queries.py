@@ -52,12 +52,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cordum import protocol
 from cordum.gateway.core.paging import Position
-from cordum.gateway.jobs.views import DetailExtras, job_summary
+from cordum.gateway.jobs.views import (
+    MAX_INLINE_RESULT_BYTES,
+    DetailExtras,
+    job_detail,
+    job_summary,
+    json_or_text,
+)
+from cordum.store.errors import StoreError
 from cordum.store.jobs import JobState, tenant_index_key
 from cordum.store.json_docs import json_object
 from cordum.store.reads import Entry, JobReads, text
-from cordum.store.results import decision_key
+from cordum.store.results import decision_key, served_result_ptr
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -253,3 +261,28 @@ def _event(raw: str) -> tuple[int, str] | None:
         return int(ts), str(state)
     except (TypeError, ValueError):
         return None
+
+
+async def job_view(redis: Any, job_id: str, meta: dict[str, str], *,
+                   output_policy: bool) -> dict[str, Any]:
+    """The job as ``GET /api/v1/jobs/{id}`` serves it, from its stored meta: the one
+    builder of the API's answer and the live stream's ``job.state``.
+
+    The result is read only when it may be served (SUCCEEDED, its own pointer, the
+    output decision final), and its size first (STRLEN reads nothing): one larger than
+    MAX_INLINE_RESULT_BYTES is never read, only pointed at.
+    """
+    result_ptr = served_result_ptr(job_id, meta, output_policy=output_policy)
+    result: Any = None
+    size: int | None = None
+    if result_ptr:
+        key = protocol.key_from_pointer(result_ptr)
+        try:
+            size = int(await redis.strlen(key))
+            raw = await redis.get(key) if size <= MAX_INLINE_RESULT_BYTES else None
+        except Exception as exc:
+            raise StoreError(f"read {key}: {exc}") from exc
+        if size <= MAX_INLINE_RESULT_BYTES:
+            result = json_or_text(None if raw is None else text(raw))
+    extras = await detail_extras(redis, job_id)
+    return job_detail(job_id, meta, result_ptr, result, extras, result_size=size)

@@ -19,12 +19,10 @@ from cordum.gateway.core.submission import announce, discard
 from cordum.gateway.jobs import queries, submit_policy
 from cordum.gateway.jobs.submission import build_request, context_json, new_job
 from cordum.gateway.jobs.submit_policy import DENIED_CODE, SubmitOutcome
-from cordum.gateway.jobs.views import MAX_INLINE_RESULT_BYTES, job_detail, json_or_text
 from cordum.metrics import METRICS
 from cordum.store.errors import StoreError
 from cordum.store.idempotency import IdempotencyKeys
 from cordum.store.jobs import JobState
-from cordum.store.results import served_result_ptr
 
 if TYPE_CHECKING:
     from cordum.bus.publisher import NatsPublisher
@@ -244,23 +242,6 @@ class JobService:
         from cordum.config import settings
 
         meta = await self._owned_meta(principal, job_id)
-        # Read only when it may be served: SUCCEEDED, own pointer, output decision final.
-        result_ptr = served_result_ptr(job_id, meta,
-                                       output_policy=settings().output_policy_enabled)
-        result: Any = None
-        size: int | None = None
-        if result_ptr:
-            key = protocol.key_from_pointer(result_ptr)
-            # The size first (STRLEN reads nothing): a result too large to answer
-            # inline is never read into the function, only pointed at.
-            size = await self._result_size(key)
-            if size <= MAX_INLINE_RESULT_BYTES:
-                result = json_or_text(await self._store.get_payload(key))
-        extras = await queries.detail_extras(self._redis, job_id)
-        return job_detail(job_id, meta, result_ptr, result, extras, result_size=size)
+        return await queries.job_view(self._redis, job_id, meta,
+                                      output_policy=settings().output_policy_enabled)
 
-    async def _result_size(self, key: str) -> int:
-        try:
-            return int(await self._redis.strlen(key))
-        except Exception as exc:
-            raise StoreError(f"read {key}: {exc}") from exc
