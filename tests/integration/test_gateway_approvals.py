@@ -320,6 +320,26 @@ def test_the_submitter_cannot_approve_or_reject_their_own_job(api):
     assert api.meta(job_id)["state"] == "APPROVAL_REQUIRED"
 
 
+def test_the_list_tells_each_caller_whether_they_may_decide(api):
+    # The submitter sees their own job as not theirs to decide, with the reason; the
+    # approver sees it as decidable. Who submitted comes from the job's meta (the key's
+    # identity at submit), never from anything in the request.
+    job_id = api.gated(key=SUBMITTER)
+
+    def item_for(key):
+        status, page, _ = api.call("GET", "/api/v1/approvals", key=key, query={"limit": "50"})
+        assert status == 200, page
+        return next(i for i in page["items"] if i["job"]["id"] == job_id)
+
+    own = item_for(SUBMITTER)
+    assert own["may_decide"] is False
+    assert "submitted" in own["may_not_decide_reason"]
+    other = item_for(APPROVER)
+    assert other["may_decide"] is True and other["may_not_decide_reason"] is None
+    assert approve(api, job_id, key=SUBMITTER)[0] == 403
+    assert approve(api, job_id)[0] == 200
+
+
 def test_a_busy_job_lock_is_409_retryable(api):
     job_id = api.gated()
     lease = runtime.run(JobLocks(api.redis).acquire(job_id))

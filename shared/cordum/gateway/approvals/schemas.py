@@ -33,6 +33,9 @@ class ApprovalItem(Body):
     decided_by: str | None = optional()
     safety_decision: str = optional()
     workflow: GateOwner = optional()
+    may_decide: bool = optional()
+    """Whether the caller may approve or reject it (not the job's own submitter)."""
+    may_not_decide_reason: str | None = optional()
 
 
 class ApprovalContextWorkflow(Body):

@@ -36,7 +36,13 @@ from cordum.approval import (
     same_policy,
     snapshot_base,
 )
-from cordum.gateway.approvals.views import APPROVAL_ITEM_FIELDS, approval_item, decided
+from cordum.gateway.approvals.views import (
+    APPROVAL_ITEM_FIELDS,
+    approval_item,
+    caller_may_decide,
+    decided,
+    self_decision,
+)
 from cordum.gateway.core.errors import Conflict, Forbidden, NotFound
 from cordum.gateway.core.locking import API_LOCK, api_job_lock, lock_lost
 from cordum.gateway.core.paging import page_newest_first, parse_cursor
@@ -100,7 +106,8 @@ class ApprovalService:
             for (job_id, score), meta in zip(rows, metas, strict=True):
                 waiting = meta.get("state") == JobState.APPROVAL_REQUIRED
                 mine = meta.get("tenant") == who.tenant
-                out.append(approval_item(job_id, meta, score) if waiting and mine else None)
+                out.append({**approval_item(job_id, meta, score), **caller_may_decide(who, meta)}
+                           if waiting and mine else None)
             return out
 
         items, next_cursor = await page_newest_first(
@@ -187,10 +194,7 @@ class ApprovalService:
 
     @staticmethod
     def _not_self(who: Principal, meta: Mapping[str, str], message: str) -> None:
-        # Separation of duties: whoever submitted the job cannot decide about it.
-        # The gateway names every key (principal_id, else key:<key id>); a caller
-        # without a name could be anyone, the submitter included.
-        if not who.principal_id or who.principal_id == meta.get("principal", ""):
+        if self_decision(who, meta):
             raise Forbidden(message, "self_approval_denied")
 
     @staticmethod

@@ -13,13 +13,35 @@ from cordum.store.json_docs import json_object
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from cordum.gateway.core.auth import Principal
+
 PENDING = "PENDING"
 
 APPROVAL_ITEM_FIELDS = ("tenant", "state", "topic", "updated_at", STATUS_FIELD,
                         "safety_snapshot", "safety_rule_id", "safety_reason",
                         "safety_constraints", "safety_checked_at", "approval_decided_at",
-                        "approved_by", "safety_decision", "labels")
+                        "approved_by", "safety_decision", "labels", "principal")
 """The meta fields :func:`approval_item` reads: all a list page fetches of a job."""
+
+
+def self_decision(who: Principal, meta: Mapping[str, str]) -> bool:
+    """Separation of duties: whoever submitted a job cannot decide about it.
+
+    The gateway names every key (principal_id, else key:<key id>) and records the
+    submitter's name in the job's meta; a caller without a name could be anyone,
+    the submitter included.
+    """
+    return not who.principal_id or who.principal_id == meta.get("principal", "")
+
+
+def caller_may_decide(who: Principal, meta: Mapping[str, str]) -> dict[str, Any]:
+    """``may_decide`` and ``may_not_decide_reason`` of an item, for the caller (so a
+    dashboard shows why before anyone tries)."""
+    if self_decision(who, meta):
+        return {"may_decide": False, "may_not_decide_reason":
+                "self_approval_denied: the signed-in key submitted this job; "
+                "another identity must decide"}
+    return {"may_decide": True, "may_not_decide_reason": None}
 
 
 def decision_of(meta: Mapping[str, str]) -> str:
