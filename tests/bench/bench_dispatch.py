@@ -21,18 +21,20 @@ publish (its own ``dispatch_latency`` metric).
 
 Reported apart, as the emulator's: its queue (SQS, LocalStack's poller, the
 invoke), and the time LocalStack takes to answer the bridge's SendMessageBatch.
-That call is timed inside the bridge (``BRIDGE_SQS_CALL_LOG=1``, one log line
-per call, see ``cordum.bus.sqs``) and stands beside its floor, measured in the
-same run: the same call with the same number of entries of the same shape,
-made by a bare boto3 client against the same endpoint (``tests.bench.sqs_floor``,
-a process of its own, one call every BENCH_SQS_FLOOR_INTERVAL seconds, default
-0.5, beside the load). When our call's p50 is more than 1.5 x the floor's, the
-excess (our p50 minus the floor's) counts against us: it is added to the own
-hops' sum. The floor's process also makes the same calls through our client
-alone, on an idle event loop (a reference: the client's cost without the
-bridge around it). A bridge started without the call log leaves only the Redis
-claim -> settle window around the call (MONITOR), an upper bound of it; the
-report says which was used.
+That call is timed inside the bridge (``BRIDGE_SQS_CALL_LOG=1``, one log line per
+call, see ``cordum.bus.sqs``) and stands beside its floor, measured in the same
+run: the same call with the same number of entries of the same shape, made by a
+bare boto3 client against the same endpoint (``tests.bench.sqs_floor``, a process
+of its own, beside the load), at the same moment: each floor call starts when a
+job's packet appears on sys.job.submit, as the bridge's does (the emulator is then
+still busy with that job's gateway invocation; a call at a random moment costs a
+third as much and would not be the same work). When our call's p50 is more than
+1.5 x the floor's, the excess (our p50 minus the floor's) counts against us: it is
+added to the own hops' sum. The floor's process also makes the same calls through
+our client alone, on an idle event loop (a reference: the client's cost without
+the bridge around it). A bridge started without the call log leaves only the Redis
+claim -> settle window around the call (MONITOR), an upper bound of it; the report
+says which was used.
 
 Each hop's figure is the percentile over all jobs (over all calls for the SQS
 call and its floor); the spread is that percentile in each of five consecutive
@@ -123,7 +125,7 @@ class SqsFloor:
     def start(self, batch: int, interval: float) -> None:
         """Calls until ``stop``; the entries carry the first packet on sys.job.submit."""
         argv = [*self.base, "--batch", str(batch), "--interval", str(interval),
-                "--nats", self.nats]
+                "--nats", self.nats, "--on-packet"]
         self.proc = subprocess.Popen(argv, env=self.env, cwd=ROOT, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         progress(f"SQS floor (bare boto3, {batch} entries per call) started, "
@@ -206,7 +208,11 @@ def measure(jobs: int, rate: float) -> tuple[list[dict[str, Any]], dict[str, Any
     if os.environ.get("BENCH_BRIDGE_MONITOR", "1") != "0":
         monitor.start()
     taps.start()
-    floor_interval, floor_when = env_float("BENCH_SQS_FLOOR_INTERVAL", 0.5), "beside the load"
+    floor_interval = env_float("BENCH_SQS_FLOOR_INTERVAL", 0.5)
+    floor_when = ("beside the load, each call started when a job's packet appeared on "
+                  "sys.job.submit (every other packet; the others time our client alone), as "
+                  "the bridge's call starts: the emulator is then still finishing that job's "
+                  "gateway invocation, which a call at a random moment would miss")
     floor.start(floor_batch, floor_interval)
     try:
         started = time.monotonic()
@@ -231,7 +237,7 @@ def measure(jobs: int, rate: float) -> tuple[list[dict[str, Any]], dict[str, Any
     if floor_out is not None and modal != floor_out["batch"]:
         progress(f"the bridge sent mostly {modal} entries per call: the floor again at that size")
         floor_out = floor.once(modal, 100, floor_out.get("packet_b64", ""))
-        floor_interval, floor_when = 0.1, "after the load"
+        floor_interval, floor_when = 0.1, "one call about every 0.1 s after the load"
     floor_ms = [ms for _, ms in floor_out["samples"]] if floor_out else []
     alone_ms = list(floor_out.get("ours_alone") or []) if floor_out else []
     same_size = [c.ms for c in calls if floor_out and c.entries == floor_out["batch"]]

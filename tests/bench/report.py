@@ -142,8 +142,8 @@ def sqs_details(sqs: dict[str, Any]) -> list[str]:
         f"{floor.get('packet_bytes', '?')} bytes, taken from {floor.get('packet', '?')}, "
         f"wrapped as the bridge wraps it), made by a bare boto3 client "
         f"({floor.get('client', '?')}) in a process of its own against the same LocalStack "
-        f"endpoint, to a scratch queue with the submit queue's attributes, one call about "
-        f"every {sqs.get('floor_interval', 0.5):g} s {sqs.get('floor_when', 'beside the load')}: "
+        f"endpoint, to a scratch queue with the submit queue's attributes, "
+        f"{sqs.get('floor_when', 'beside the load')}: "
         f"{sqs.get('floor_calls', 0):,} calls. Compared over the "
         f"{sqs.get('compared_calls', 0):,} calls of that size, p50 (median of the five "
         f"slices): ours {fmt(sqs['ours_p50'])} ms, floor {fmt(sqs['floor_p50'])} ms; over "
@@ -151,7 +151,8 @@ def sqs_details(sqs: dict[str, Any]) -> list[str]:
         f"{fmt(sqs.get('ours_p99_all'))} ms, floor p50 {fmt(sqs.get('floor_p50_all'))} / p99 "
         f"{fmt(sqs.get('floor_p99_all'))} ms. For reference, our client alone (the same "
         f"calls through `SqsClient` on an idle event loop in the floor's process, in turn with "
-        f"boto3's, {sqs.get('alone_calls', 0):,} calls): p50 {fmt(sqs.get('alone_p50_all'))} / "
+        f"boto3's, at the same moments, {sqs.get('alone_calls', 0):,} calls): "
+        f"p50 {fmt(sqs.get('alone_p50_all'))} / "
         f"p99 {fmt(sqs.get('alone_p99_all'))} ms. The rule (our p50 <= "
         f"{sqs['rule']:g}× the floor's, else the excess counts against us): {verdict}",
     ]
