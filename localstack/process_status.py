@@ -15,7 +15,14 @@ from processes import alive, started_at  # localstack/processes.py
 from services import SERVICES, pid_file, read_pid  # localstack/services.py
 from supervisor import Exit, epoch, read_state  # localstack/supervisor.py
 
-from cordumctl.output import duration  # shared/cordumctl/output.py
+
+def duration(seconds: float) -> str:
+    # cordumctl's formatter (shared/cordumctl/output.py) needs the venv's packages;
+    # imported when a table is drawn, so `make down` runs on any Python 3.11.
+    from cordumctl.output import duration as formatted
+
+    return formatted(seconds)
+
 
 RUNNING = "running"
 RESTARTING = "restarting"

@@ -188,3 +188,22 @@ def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # Every answer, errors and 404s included, carries the id a caller quotes to us.
     response.setdefault("multiValueHeaders", {})["X-Request-Id"] = [rid]
     return response
+
+
+def write_openapi(path: str) -> None:
+    """The OpenAPI document of every feature published above, as a file: the dashboard's
+    build (dashboard/build.py) generates its API types from it, so a changed route or
+    answer breaks the dashboard's type check. ``python -m cordum.gateway.app PATH``."""
+    from pathlib import Path
+
+    from cordum.gateway.docs import openapi
+
+    Path(path).write_text(json.dumps(openapi.document(), indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m cordum.gateway.app OPENAPI_PATH")
+    write_openapi(sys.argv[1])
