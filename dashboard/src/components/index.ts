@@ -1,0 +1,11 @@
+export { ConfirmButton, type ConfirmButtonProps } from './ConfirmButton';
+export { EmptyState, type EmptyStateProps } from './EmptyState';
+export { ErrorState, type ErrorStateProps } from './ErrorState';
+export { JsonView, formatJson, type JsonViewProps } from './JsonView';
+export { LiveBadge } from './LiveBadge';
+export { Loading } from './Loading';
+export { Page, PRODUCT_NAME, type PageProps } from './Page';
+export { Pager, type PagerProps } from './Pager';
+export { StatusBadge } from './StatusBadge';
+export { formatTime, formatAge } from './time';
+export { toneOf, type Tone } from './status';

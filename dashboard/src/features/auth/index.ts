@@ -1,0 +1,2 @@
+export { SignInPage } from './components/SignInPage';
+export { SignOutButton } from './components/SignOutButton';

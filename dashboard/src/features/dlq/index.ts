@@ -1,0 +1,1 @@
+export { DlqPage } from './components/DlqPage';

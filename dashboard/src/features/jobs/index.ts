@@ -1,0 +1,2 @@
+export { JobDetailPage } from './components/JobDetailPage';
+export { JobsPage } from './components/JobsPage';

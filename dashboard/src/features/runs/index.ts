@@ -1,0 +1,2 @@
+export { RunDetailPage } from './components/RunDetailPage';
+export { RunsPage } from './components/RunsPage';

@@ -1,0 +1,2 @@
+export { WorkflowDetailPage } from './components/WorkflowDetailPage';
+export { WorkflowsPage } from './components/WorkflowsPage';
