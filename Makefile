@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/shared:$(CURDIR)
 export CORDUM_CACHE_DIR := $(CACHE)
 
-.PHONY: setup up down status demo test test-fast test-unit e2e layer synth lint bench bench-roundtrips bench-cpu chaos
+.PHONY: setup up down status demo test test-fast test-unit test-dashboard e2e layer dashboard synth lint bench bench-roundtrips bench-cpu chaos
 
 ## setup: the project venv (cached by the hash of pyproject.toml), linked as .venv, with
 ## `cordumctl` on its PATH
@@ -35,7 +35,8 @@ up: setup
 
 ## down: stop everything `make up` started
 down:
-	@if [ -x $(PY) ]; then $(PY) localstack/stack.py down; else $(PYTHON) localstack/launcher.py stop; fi
+	@# Any Python 3.11 stops it: a changed pyproject.toml must not leave services running.
+	@if [ -x $(PY) ]; then $(PY) localstack/stack.py down; else $(PYTHON) localstack/stack.py down; fi
 
 status: setup
 	@$(PY) localstack/stack.py status
@@ -44,8 +45,8 @@ demo: setup
 	@$(PY) localstack/stack.py demo
 
 ## test: the lint (style, types, layer contract), unit, infra and integration (real Redis
-## and NATS), then e2e on LocalStack
-test: lint test-fast e2e
+## and NATS), the dashboard's tests, then e2e on LocalStack
+test: lint test-fast test-dashboard e2e
 
 test-fast: setup
 	@$(PY) localstack/stack.py services
@@ -56,11 +57,22 @@ test-fast: setup
 test-unit: setup
 	@$(PY) -m pytest -q tests/unit
 
+## test-dashboard: the dashboard's Vitest tests and ESLint (after its build: the lint reads
+## the API types the build generates)
+test-dashboard: setup
+	@$(PY) dashboard/build.py test --python $(PY)
+
 e2e: setup
 	@$(PY) localstack/stack.py e2e tests/e2e -q
 
 layer: setup
 	@$(PY) layers/build.py
+
+## dashboard: dashboard/dist (npm ci once into the cache, the API types from the gateway's
+## OpenAPI document, type check, bundle, first-load size check); skipped while dist/ is
+## newer than its sources: `make dashboard DASHBOARD_ARGS=--force` builds anyway
+dashboard: setup
+	@$(PY) dashboard/build.py build --python $(PY) $(DASHBOARD_ARGS)
 
 ## synth: each CDK template (AWS with its own VPC and NATS cluster, AWS in an existing VPC
 ## answered from tests/infra/fixtures/cdk.context.json, LocalStack) offline, with cdk-nag,
@@ -70,7 +82,7 @@ synth: setup layer
 
 ## lint: ruff, mypy, and the layer contract over the import graph (tests/lint/layers.py)
 lint: setup
-	@$(PY) -m ruff check shared functions localstack layers infra tests
+	@$(PY) -m ruff check shared functions localstack layers infra dashboard/build.py tests
 	@$(PY) -m mypy shared/cordum shared/cordumctl functions
 	@$(PY) -m pytest -q tests/lint
 

@@ -2,10 +2,10 @@
 
 Redis and NATS are started on loopback only when nothing answers at REDIS_URL /
 NATS_URL (their Debian packages are installed when missing); the safety
-kernel, the NATS->SQS bridge, the live event stream and one echo worker run as
-background processes
-of the project venv's Python, each under a supervisor (supervisor.py) that
-restarts it when it exits. Each has a pid file under .cordum/pids (for our
+kernel, the NATS->SQS bridge, the live event stream, the console server (the
+dashboard and the API at one origin, web_console.py) and one echo worker run as
+background processes of the project venv's Python, each under a supervisor
+(supervisor.py) that restarts it when it exits. Each has a pid file under .cordum/pids (for our
 services it names the supervisor) and a log under .cordum/logs; stop_process()
 stops only what such a pid file names, with its process group.
 
@@ -35,7 +35,7 @@ PIDS = STATE / "pids"
 LOGS = STATE / "logs"
 
 SAFETY_KERNEL_ADDR = "127.0.0.1:50051"
-SERVICES = ("safety-kernel", "bridge", "stream", "echo-worker")
+SERVICES = ("safety-kernel", "bridge", "stream", "console", "echo-worker")
 """Our long-running processes, in start order (stopped in reverse)."""
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
 START_CHECK_S = 1.0
@@ -241,6 +241,24 @@ def stream_url() -> str:
     return f"http://127.0.0.1:{STREAM_PORT}"
 
 
+DEFAULT_CONSOLE_PORT = 8080
+"""The console server's port on loopback unless CONSOLE_PORT names another
+(CORDUM_CONSOLE_URL in the env file)."""
+WEB_CONSOLE = Path(__file__).resolve().with_name("web_console.py")
+
+
+def console_port() -> int:
+    raw = os.environ.get("CONSOLE_PORT") or str(DEFAULT_CONSOLE_PORT)
+    try:
+        return int(raw)
+    except ValueError:
+        fail(f"CONSOLE_PORT is no port: {raw!r}")
+
+
+def console_url() -> str:
+    return f"http://127.0.0.1:{console_port()}"
+
+
 # ---------------------------------------------------------------- services
 
 
@@ -271,6 +289,7 @@ def start_services(values: dict[str, str], outputs: dict[str, str]) -> None:
         "bridge": [py, "-m", "cordum.bus.bridge"],
         "echo-worker": [py, "-m", "cordum.worker.echo"],
         "stream": [py, "-m", "cordum.stream"],
+        "console": [py, str(WEB_CONSOLE)],
     }
     own_env = {
         # The worker reads ctx:* and writes res:* only (cordum.redis_acl.WORKERS).
@@ -281,6 +300,10 @@ def start_services(values: dict[str, str], outputs: dict[str, str]) -> None:
         "stream": {"REDIS_URL": values.get(STREAM_REDIS_URL) or env["REDIS_URL"],
                    "STREAM_HOST": "127.0.0.1", "STREAM_PORT": str(STREAM_PORT),
                    "CORDUM_API_KEYS": values.get("CORDUM_API_KEYS", "")},
+        # The console passes requests on as they came: it holds no key of its own.
+        "console": {"CONSOLE_HOST": "127.0.0.1", "CONSOLE_PORT": str(console_port()),
+                    "CORDUM_API_URL": values["CORDUM_API_URL"],
+                    "CORDUM_STREAM_URL": values["CORDUM_STREAM_URL"]},
     }
     for name in SERVICES:
         if stop_process(name):

@@ -2,10 +2,11 @@
 
 ``up`` brings everything up on this machine, each step safe to repeat:
 Redis and NATS (only when nothing answers at REDIS_URL / NATS_URL), LocalStack
-in host mode with the project's Lambda executor, the cordum layer, the CDK app
-deployed with cdklocal, then the safety kernel, the NATS->SQS bridge and one
-echo worker as background processes, each under a supervisor that restarts it
-when it exits, and finally a demo job over HTTP. ``status`` shows every process,
+in host mode with the project's Lambda executor, the cordum layer, the dashboard
+(dashboard/build.py), the CDK app deployed with cdklocal, then the safety kernel,
+the NATS->SQS bridge, the live event stream, the console server and one echo
+worker as background processes, each under a supervisor that restarts it when it
+exits, and finally a demo job over HTTP. ``status`` shows every process,
 its restarts and its last exit. ``down`` stops what ``up`` started (pid files
 under .cordum/pids) and nothing else.
 
@@ -38,7 +39,9 @@ from services import (  # noqa: E402  (localstack/services.py)
     SERVICES,
     STATE,
     config_dir,
+    console_url,
     echo_worker_id,
+    ensure_binary,
     ensure_nats,
     ensure_redis,
     ensure_redis_users,
@@ -215,6 +218,7 @@ def up(run_demo: bool = True) -> dict[str, str]:
 
     step("building the cordum layer")
     run_logged("layer", [sys.executable, str(ROOT / "layers" / "build.py")])
+    build_dashboard()
 
     step("deploying the CDK app with cdklocal (log: .cordum/cdk-deploy.log)")
     import deploy  # infra/cdk/deploy.py
@@ -234,6 +238,7 @@ def up(run_demo: bool = True) -> dict[str, str]:
     )
     values["CORDUM_API_URL"] = api_url(outputs, values["LOCALSTACK_URL"])
     values["CORDUM_STREAM_URL"] = stream_url()
+    values["CORDUM_CONSOLE_URL"] = console_url()
     write_env(values)
     step(f"wrote {ENV_FILE.relative_to(ROOT)}")
 
@@ -243,6 +248,7 @@ def up(run_demo: bool = True) -> dict[str, str]:
     wait_for_worker(values, echo_worker_id())
     print(
         f"\nCordum Serverless is up.\n  API: {values['CORDUM_API_URL']}\n"
+        f"  dashboard: {values['CORDUM_CONSOLE_URL']}/\n"
         f"  live events: {values['CORDUM_STREAM_URL']}/api/v1/stream\n"
         f"  env: {ENV_FILE}  (source it: set -a; . {ENV_FILE}; set +a)\n",
         flush=True,
@@ -264,6 +270,13 @@ def run_logged(name: str, argv: list[str]) -> None:
         fail(f"{' '.join(argv[:3])} failed; last log lines:\n{tail(log)}")
 
 
+def build_dashboard() -> None:
+    """dashboard/dist, which the console server serves (skipped while it is fresh)."""
+    step("building the dashboard (log: .cordum/logs/dashboard.log)")
+    run_logged("dashboard", [sys.executable, str(ROOT / "dashboard" / "build.py"), "build",
+                             "--python", sys.executable])
+
+
 def down() -> None:
     for name in reversed(SERVICES):
         if stop_process(name):
@@ -277,10 +290,14 @@ def down() -> None:
 
 
 def e2e(pytest_args: list[str]) -> int:
-    """Run the e2e suite against the stack; a stack this started is stopped after."""
+    """Run the e2e suite against the stack; a stack this started is stopped after. The
+    browser tests drive Debian's chromium (CORDUM_CHROMIUM) on the console's dist/."""
+    chromium = ensure_binary("chromium", "chromium")
     started = not is_up()
+    if not started:
+        build_dashboard()  # `up` builds it otherwise
     values = up(run_demo=False) if started else read_env()
-    env = {**os.environ, **values}
+    env = {**os.environ, **values, "CORDUM_CHROMIUM": chromium}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "shared"), str(ROOT)])
     args = [a for a in pytest_args if a != "--"] or ["tests/e2e"]
     try:
