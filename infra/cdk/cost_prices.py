@@ -29,6 +29,12 @@ PRICES: dict[str, float] = {
     "xray_trace": 5.00 / 1e6,                 # first 100,000 free per month
     "efs_gb_month": 0.30,
     "hosted_zone_month": 0.50,                # a Cloud Map private namespace
+    # The console (CloudFront pay-as-you-go, North America and Europe; S3 Standard)
+    "cloudfront_gb": 0.085,                   # data out, first 10 TB
+    "cloudfront_request": 0.01 / 10_000,      # HTTPS requests
+    "cloudfront_function": 0.10 / 1e6,        # CloudFront Functions invocations
+    "s3_gb_month": 0.023,
+    "s3_get": 0.0004 / 1000, "s3_put": 0.005 / 1000,
 }
 """us-east-1 list prices in USD."""
 
@@ -95,3 +101,18 @@ for 10 topics (cordum_infra.metrics)."""
 TRACED_FUNCTIONS = 3
 """Gateway, submit and result: X-Ray records the first request a second and 5 % of
 the rest, per function."""
+
+CLOUDFRONT_FREE = {"gb": 1024, "requests": 10_000_000, "functions": 2_000_000}
+"""CloudFront's always-free tier, per account and month (every distribution of the
+account draws on it): 1 TB out, 10 million HTTP(S) requests, 2 million function
+invocations."""
+CONSOLE_USAGE = {
+    "requests": 2_000_000, "gb": 5.0, "page_loads": 50_000,
+    "origin_gets": 100_000, "log_puts": 10_000, "stored_gb": 0.5,
+}
+"""A month of the web console, an estimate: a handful of operators with the dashboard
+open through the working day, polling the API every few seconds (2 million requests,
+5 GB of JSON and files); 50,000 page loads through the SPA function; 100,000 bucket
+reads on cache misses; the log files CloudFront and S3 deliver (10,000 PUTs) and
+0.5 GB of files and 90 days of logs stored. Requests through the console are API
+requests too: each also costs what ``api_request`` and PER_JOB price."""

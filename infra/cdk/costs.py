@@ -11,7 +11,7 @@ priced; a stack deployed without a certificate has neither.
 Synthesizes the AWS shape offline (no credentials, no Docker, cdk-nag off),
 counts what is billed by the hour or the month in the template (cache nodes,
 Fargate vCPU and GB, load balancers, endpoints, NAT gateways, secrets, keys,
-alarms, dashboards, scheduled functions) and prices it with PRICES. What a job
+alarms, dashboards, scheduled functions, the console) and prices it with PRICES. What a job
 costs comes from the measured figures of BENCHMARKS.md (PER_JOB). Every price
 is an us-east-1 on-demand list price, 730 hours a month, no free tier unless
 said: check them against the AWS pricing pages before relying on a total.
@@ -37,6 +37,8 @@ from cost_prices import (  # noqa: E402  (infra/cdk, beside this script)
     BYTES_PER_JOB,
     CACHE_NODES,
     CACHE_USABLE,
+    CLOUDFRONT_FREE,
+    CONSOLE_USAGE,
     CONTAINER_INSIGHTS_METRICS,
     DEFAULT_TICK_SECONDS,
     EMF_SERIES_WITH_JOBS,
@@ -85,6 +87,8 @@ class Inventory:
     event_sources: int = 0
     file_systems: int = 0
     namespaces: int = 0
+    distributions: int = 0
+    """CloudFront distributions: the web console's."""
     job_retention_s: int = 3 * 24 * 3600
 
 
@@ -181,7 +185,22 @@ def inventory(template: Mapping[str, Any]) -> Inventory:
     inv.event_sources = len(of("AWS::Lambda::EventSourceMapping"))
     inv.file_systems = len(of("AWS::EFS::FileSystem"))
     inv.namespaces = len(of("AWS::ServiceDiscovery::PrivateDnsNamespace"))
+    inv.distributions = len(of("AWS::CloudFront::Distribution"))
     return inv
+
+
+def console_usd(inv: Inventory) -> tuple[float, float]:
+    """(CloudFront, S3) USD a month of the console at CONSOLE_USAGE: CloudFront beyond
+    its always-free tier, the bucket's storage, reads and log deliveries."""
+    if not inv.distributions:
+        return 0.0, 0.0
+    p, use, free = PRICES, CONSOLE_USAGE, CLOUDFRONT_FREE
+    cloudfront = (max(0.0, use["gb"] - free["gb"]) * p["cloudfront_gb"]
+                  + max(0, use["requests"] - free["requests"]) * p["cloudfront_request"]
+                  + max(0, use["page_loads"] - free["functions"]) * p["cloudfront_function"])
+    s3 = (use["stored_gb"] * p["s3_gb_month"] + use["origin_gets"] * p["s3_get"]
+          + use["log_puts"] * p["s3_put"])
+    return cloudfront, s3
 
 
 def cache_for(inv: Inventory, jobs: int) -> tuple[str, int, float]:
@@ -252,6 +271,11 @@ def monthly(inv: Inventory, *, jobs: int) -> list[Row]:
     add("EFS, Cloud Map", f"{inv.file_systems} file systems (1 GB each), {inv.namespaces} "
         "namespaces",
         inv.file_systems * p["efs_gb_month"] + inv.namespaces * p["hosted_zone_month"])
+    cloudfront_usd, s3_usd = console_usd(inv)
+    add("Web console, CloudFront and S3",
+        f"{CONSOLE_USAGE['requests']:,.0f} requests and {CONSOLE_USAGE['gb']:g} GB a month, "
+        f"within CloudFront's free tier (${cloudfront_usd:.2f}); S3 storage, reads and log "
+        "deliveries", cloudfront_usd + s3_usd)
     if jobs:
         _per_job(rows, inv, jobs, arm)
     return rows

@@ -38,6 +38,11 @@ SAMPLE_STREAM_CERTIFICATE = (
 )
 """An ACM certificate ARN in SAMPLE_TARGET (never a real one): both AWS shapes run the
 live event stream behind its load balancer, so make synth checks it in both."""
+SAMPLE_CONSOLE_CERTIFICATE = (
+    "arn:aws:acm:us-east-1:123456789012:certificate/5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"
+)
+"""An ACM certificate ARN in us-east-1 (CloudFront's region; never a real one) for the
+web console's own name in the aws-vpc shape; the aws shape keeps the cloudfront.net name."""
 
 SYNTH_SHAPES: dict[str, dict[str, str]] = {
     # The stack's own VPC (chosen block and zones, public subnets added for the
@@ -63,6 +68,10 @@ SYNTH_SHAPES: dict[str, dict[str, str]] = {
         # The stream's load balancer in the VPC's public subnets, at a name of its own.
         "streamCertificateArn": SAMPLE_STREAM_CERTIFICATE,
         "streamDomain": "stream.example.com",
+        # The web console at a name of its own (TLS 1.2 minimum), more edge locations.
+        "consoleDomain": "console.example.com",
+        "consoleCertificateArn": SAMPLE_CONSOLE_CERTIFICATE,
+        "consolePriceClass": "200",
     },
     "local": {"redisUrl": "redis://127.0.0.1:6379", "natsUrl": "nats://127.0.0.1:4222"},
 }

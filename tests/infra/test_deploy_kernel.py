@@ -267,8 +267,8 @@ def test_the_policy_lives_in_a_private_versioned_bucket(aws: dict[str, Any]) -> 
     denies = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
     assert any(s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in denies)
     # And the stack's deployment copies the policy file into it, keeping what else is there
-    (deployment,) = _resources(tpl, "Custom::CDKBucketDeployment").values()
-    assert deployment["Properties"]["DestinationBucketName"] == {"Ref": bucket_id}
+    (deployment,) = [d for d in _resources(tpl, "Custom::CDKBucketDeployment").values()
+                     if d["Properties"]["DestinationBucketName"] == {"Ref": bucket_id}]
     assert deployment["Properties"]["Prune"] is False
 
 
@@ -278,7 +278,8 @@ def test_the_kernel_reads_its_policy_object_and_nothing_else(
     tpl, stack = aws["json"], aws["stack"]
     kernel = stack.services.kernel
     bucket_id = _logical_id(stack, kernel.policy.bucket)
-    (deployment_id,) = _resources(tpl, "Custom::CDKBucketDeployment")
+    (deployment_id,) = [k for k, d in _resources(tpl, "Custom::CDKBucketDeployment").items()
+                        if d["Properties"]["DestinationBucketName"] == {"Ref": bucket_id}]
     _, container = _containers(tpl)[KERNEL_CONTAINER]
     env = _env(container)
     # Then the kernel is told where its policy is (through the deployment: the object is

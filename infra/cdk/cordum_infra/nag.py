@@ -5,14 +5,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_cdk import Acknowledgment, CfnElement, Validations
+from aws_cdk import Acknowledgment, CfnElement, Stack, Token, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from cordum_infra.functions import RESULT, SAGA_ROLLBACK
+from cordum_infra.kernel_policy import (
+    BOOTSTRAP_QUALIFIER_CONTEXT,
+    DEFAULT_BOOTSTRAP_QUALIFIER,
+    DEPLOYMENT_LOGS_REASON,
+    DEPLOYMENT_RUNTIME_REASON,
+    DEPLOYMENT_WILDCARD_ACTIONS,
+)
 from cordum_infra.kernel_tls import KernelTls
 
 if TYPE_CHECKING:
     from aws_cdk import App
+    from aws_cdk import aws_s3 as s3
+    from aws_cdk import aws_s3_deployment as s3deploy
     from constructs import IConstruct
 
     from cordum_infra.stack import CordumServerlessStack
@@ -92,6 +101,34 @@ STREAM_REASONS = {
 """On the stream's load balancer group (EC23) and its access-log bucket (S1)."""
 
 
+CONSOLE_REASONS = {
+    "AwsSolutions-CFR1": (
+        "No geo restriction on the web console: its operators work from anywhere, every "
+        "/api/* request and stream connection is authenticated by API key, and the "
+        "bucket holds the dashboard's static files only, public to any browser anyway."
+    ),
+    "AwsSolutions-CFR2": (
+        "No web ACL on the console's distribution: a CloudFront-scope web ACL can only be "
+        "created in us-east-1, outside this stack's region (a second stack for one rule "
+        "set). /api/* still passes the REST API's regional web ACL at its stage "
+        "(cordum_infra.waf: rate limit per address, AWS's managed rules), the stream "
+        "authenticates every connection, and the bucket holds static files only."
+    ),
+    "AwsSolutions-CFR4": (
+        "The console answers at its default *.cloudfront.net name, whose certificate "
+        "CloudFront serves with its TLSv1 policy whatever the template asks (browsers "
+        "negotiate TLS 1.2 or 1.3 with it). Give consoleDomain and consoleCertificateArn "
+        "(us-east-1) for TLSv1.2_2021 as the minimum (docs/deploy.md)."
+    ),
+}
+"""On the console's distribution (CFR4: only at the default name)."""
+CONSOLE_DEPLOYMENT_GRANTS_REASON = (
+    "CDK's deploy-time copy function (BucketDeployment) reads the dashboard's build from "
+    "the CDK assets bucket and syncs it into the console's bucket (writing, replacing "
+    "and pruning files): CDK grants these object wildcards on exactly those two buckets."
+)
+
+
 XRAY_REASON = (
     "X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no "
     "resource-level permissions, so the statement can only name '*'."
@@ -112,6 +149,8 @@ def add_checks(app: App, stack: CordumServerlessStack) -> None:
                      STREAM_REASONS["AwsSolutions-EC23"])
         _acknowledge(stack.stream.access_logs, "AwsSolutions-S1",
                      STREAM_REASONS["AwsSolutions-S1"])
+    if stack.console is not None:
+        _acknowledge_console(stack)
 
     # The result function may invoke saga-rollback: CDK grants that on the
     # function ARN and on `<arn>:*` (its versions and aliases), which the pack
@@ -200,3 +239,45 @@ def _acknowledge_api(stack: CordumServerlessStack) -> None:
             _acknowledge(method, rule, API_REASONS[rule])
     for rule in ("AwsSolutions-APIG3", "AwsSolutions-APIG6"):
         _acknowledge(api.deployment_stage, rule, API_REASONS[rule])
+
+
+def _acknowledge_console(stack: CordumServerlessStack) -> None:
+    """The console's distribution (CFR1, CFR2; CFR4 at the default name only) and CDK's
+    copy function that fills its bucket."""
+    console = stack.console
+    assert console is not None
+    rules = ["AwsSolutions-CFR1", "AwsSolutions-CFR2"]
+    if console.settings.certificate_arn is None:
+        rules.append("AwsSolutions-CFR4")
+    for rule in rules:
+        _acknowledge(console.distribution, rule, CONSOLE_REASONS[rule])
+    for deployment in console.deployments:
+        _acknowledge_bucket_deployment(deployment, console.bucket,
+                                       CONSOLE_DEPLOYMENT_GRANTS_REASON)
+
+
+def _acknowledge_bucket_deployment(deployment: s3deploy.BucketDeployment, bucket: s3.IBucket,
+                                   grants_reason: str) -> None:
+    """CDK's copy function (a singleton per memory size) and its role: its managed logs
+    policy, the object wildcards CDK grants on the assets bucket and `bucket`, and its
+    runtime, which CDK chooses."""
+    stack = Stack.of(deployment)
+    bucket_id = stack.resolve(stack.get_logical_id(bucket.node.default_child))  # type: ignore[arg-type]
+    qualifier = (deployment.node.try_get_context(BOOTSTRAP_QUALIFIER_CONTEXT)
+                 or DEFAULT_BOOTSTRAP_QUALIFIER)
+    # cdk-nag names the assets bucket as the template does: literal account and region
+    # when the stack has them, pseudo parameters otherwise.
+    account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
+    region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+    findings = {
+        LAMBDA_BASIC: DEPLOYMENT_LOGS_REASON,
+        f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]": grants_reason,
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-"
+        f"{qualifier}-assets-{account}-{region}/*]": grants_reason,
+        **{f"AwsSolutions-IAM5[Action::{a}]": grants_reason for a in DEPLOYMENT_WILDCARD_ACTIONS},
+    }
+    for rule, reason in findings.items():
+        _acknowledge(deployment.handler_role, rule, reason)
+    for child in stack.node.children:
+        if child.node.id.startswith("Custom::CDKBucketDeployment"):
+            _acknowledge(child, "AwsSolutions-L1", DEPLOYMENT_RUNTIME_REASON)

@@ -5,7 +5,7 @@ function; bridge -> result queue -> result function -> (async) saga-rollback;
 gateway / submit / result -> workflow queues -> workflow function; EventBridge ->
 reconciler / replayer / workflow ticks. AWS with streamCertificateArn: clients ->
 internet-facing load balancer -> the live event stream (cordum_infra.stream), which
-reads NATS and Redis.
+reads NATS and Redis. Browsers -> CloudFront (cordum_infra.web_console) -> bucket, API, stream.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from cordum_infra.services import CordumServices
 from cordum_infra.settings import API_KEYS_SECRET, NATS_NAMESPACE
 from cordum_infra.stream import StreamService
 from cordum_infra.stream_wiring import add_stream, stream_outputs
+from cordum_infra.web_console import add_web_console
 from cordum_infra.workflow import connect_workflow
 
 if TYPE_CHECKING:
@@ -353,6 +354,8 @@ class CordumServerlessStack(Stack):
             )
         if self.stream is not None:
             stream_outputs(self, self.stream)
+        # AWS: the console on CloudFront (a local stack's console server serves it itself).
+        self.console = add_web_console(self, settings, api=self.api, stream=self.stream)
 
     def _outputs(self, redis_url: str) -> None:
         api = self.api.rest_api
