@@ -42,6 +42,7 @@ class Stack:
                    if not env.get(k)]
         if missing:
             pytest.fail(f"stack not up ({', '.join(missing)} unknown): run `make up` first")
+        self.env = env
         self.api = env["CORDUM_API_URL"]
         self.key = env["CORDUM_API_KEY"]
         # A second admin of the tenant: the submitter (``key``) cannot decide its own jobs.

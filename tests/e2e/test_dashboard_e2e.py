@@ -1,0 +1,235 @@
+"""The dashboard in a real Chromium against the local stack, through the local console's one
+origin (CORDUM_CONSOLE_URL: the built app, /api/* to the REST API, the stream paths to the
+stream service, as CloudFront routes them on AWS).
+
+Each test signs in as a person would, acts through the pages only, and checks the outcome
+on the API; each saves a screenshot in .cordum/screenshots/ and scans its pages with axe.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.e2e.browser import assert_accessible, launch, screenshot
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from playwright.sync_api import Browser, Page
+
+pytest.importorskip("playwright.sync_api", reason="playwright is in the dev dependencies")
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+GATED_TOPIC = "job.echo.approval"
+WAIT_MS = 60_000
+PAGES = ("/", "/jobs", "/approvals", "/workflows", "/runs", "/dlq", "/workers")
+
+
+@pytest.fixture(scope="module")
+def console(stack) -> str:
+    url = stack.env.get("CORDUM_CONSOLE_URL", "")
+    if not url:
+        pytest.fail("CORDUM_CONSOLE_URL unknown: `make up` serves the dashboard")
+    return url.rstrip("/")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        chromium = launch(pw)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    errors: list[str] = []
+    # A CSP violation or an uncaught error is a failure, not a warning.
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    tab.on("console", lambda msg: errors.append(msg.text)
+           if msg.type == "error" and "Content Security Policy" in msg.text else None)
+    yield tab
+    context.close()
+    assert not errors, errors
+
+
+def sign_in(page: Page, console: str, key: str, tenant: str) -> None:
+    page.goto(console + "/")
+    page.get_by_label("API key").fill(key)
+    page.get_by_label("Tenant").fill(tenant)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible(timeout=WAIT_MS)
+    # The key is held for the tab only: never in a URL, never in local storage.
+    assert key not in page.url
+    assert page.evaluate("() => JSON.stringify(window.localStorage)").find(key) == -1
+    assert key in page.evaluate("() => JSON.stringify(window.sessionStorage)")
+
+
+def sign_out(page: Page) -> None:
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API key")).to_be_visible()
+    assert page.evaluate("() => window.sessionStorage.length") == 0
+
+
+def go(page: Page, name: str) -> None:
+    page.get_by_role("navigation").get_by_role("link", name=name, exact=True).click()
+
+
+def live(page: Page) -> None:
+    expect(page.get_by_role("status", name="Live updates")).to_have_text(
+        re.compile("Live"), timeout=WAIT_MS)
+
+
+def submit(stack, body: dict, key: str | None = None) -> str:
+    status, out = stack.http("POST", "/api/v1/jobs", body,
+                             headers={"X-API-Key": key} if key else None)
+    assert status == 200, out
+    return out["job_id"]
+
+
+def test_a_job_submitted_over_the_api_appears_live_and_succeeds(stack, console, page):
+    sign_in(page, console, stack.key, stack.tenant)
+    go(page, "Jobs")
+    live(page)
+    job_id = submit(stack, {"topic": "job.echo", "prompt": f"dashboard {uuid.uuid4()}"})
+    # No reload: the list learns of the job from the event stream.
+    row_link = page.get_by_role("link", name=job_id, exact=True)
+    expect(row_link).to_be_visible(timeout=WAIT_MS)
+    row_link.click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(job_id)
+    expect(page.get_by_text("SUCCEEDED").first).to_be_visible(timeout=WAIT_MS)
+    assert stack.wait_terminal(job_id)["state"] == "SUCCEEDED"
+    screenshot(page, "job-detail")
+    sign_out(page)
+
+
+def approval_card(page: Page, job_id: str):
+    return page.get_by_role("article").filter(has_text=job_id)
+
+
+def test_a_gated_job_is_approved_by_another_identity_and_succeeds(stack, console, page):
+    job_id = submit(stack, {"topic": GATED_TOPIC, "prompt": f"gated {uuid.uuid4()}"})
+    sign_in(page, console, stack.key, stack.tenant)
+    go(page, "Approvals")
+    card = approval_card(page, job_id)
+    expect(card).to_be_visible(timeout=WAIT_MS)
+    # The submitter sees why they cannot decide before trying.
+    expect(card.get_by_role("button", name="Approve")).to_be_disabled()
+    expect(card).to_contain_text("submitted")
+    screenshot(page, "approvals-own-job")
+    sign_out(page)
+
+    sign_in(page, console, stack.approver_key, stack.tenant)
+    go(page, "Approvals")
+    card = approval_card(page, job_id)
+    expect(card).to_be_visible(timeout=WAIT_MS)
+    card.get_by_label("Reason").fill("checked in the browser")
+    card.get_by_role("button", name="Approve").click()
+    expect(card).to_have_count(0, timeout=WAIT_MS)
+    job = stack.wait_terminal(job_id, 90)
+    assert job["state"] == "SUCCEEDED", job
+    sign_out(page)
+
+
+WORKFLOW = {
+    "name": "dashboard: a gate, then an echo",
+    "input_schema": {"type": "object", "required": ["amount"],
+                     "properties": {"amount": {"type": "integer"}}},
+    "steps": {
+        "gate": {"type": "approval", "input": {"amount": "${input.amount}"}},
+        "echo": {"type": "worker", "topic": "job.echo", "depends_on": ["gate"],
+                 "input": {"prompt": "after the gate ${input.amount}"}},
+    },
+}
+
+
+def step_node(page: Page, step: str):
+    return page.get_by_test_id(f"step-{step}")
+
+
+def test_a_run_waits_at_its_gate_and_its_graph_moves_on_after_approval(stack, console, page):
+    status, created = stack.http("POST", "/api/v1/workflows", WORKFLOW)
+    assert status in (200, 201), created
+    workflow_id = created["id"]
+    try:
+        sign_in(page, console, stack.key, stack.tenant)
+        # Started from the form the definition's input_schema builds.
+        page.goto(f"{console}/workflows/{workflow_id}")
+        page.get_by_label(re.compile("^amount")).fill("250")
+        page.get_by_role("button", name=re.compile("Start run")).click()
+        page.wait_for_url(re.compile(r"/runs/[^/]+$"), timeout=WAIT_MS)
+        run_id = page.url.rsplit("/", 1)[1]
+        gate = step_node(page, "gate")
+        expect(gate).to_have_attribute("data-status", re.compile("waiting|running"),
+                                       timeout=WAIT_MS)
+        expect(gate).to_contain_text("Waiting for approval")
+        expect(page.get_by_role("heading", name="Waiting for approval")).to_be_visible()
+        screenshot(page, "run-at-gate")
+
+        gate_job = next(job_id for job_id in pending_gates(stack) if job_id.startswith(run_id))
+        status, out = stack.http("POST", f"/api/v1/approvals/{gate_job}/approve",
+                                 {"reason": "fine"}, headers={"X-API-Key": stack.approver_key})
+        assert status == 200, out
+        # The open page follows the run: no reload.
+        expect(gate).to_have_attribute("data-status", "succeeded", timeout=WAIT_MS)
+        expect(step_node(page, "echo")).to_have_attribute("data-status", "succeeded",
+                                                          timeout=WAIT_MS)
+        screenshot(page, "run-succeeded")
+    finally:
+        stack.http("DELETE", f"/api/v1/workflows/{workflow_id}")
+
+
+def pending_gates(stack) -> list[str]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status, listed = stack.http("GET", "/api/v1/approvals?limit=200")
+        assert status == 200, listed
+        gates = [i["job"]["id"] for i in listed["items"] if i.get("workflow")]
+        if gates:
+            return gates
+        time.sleep(0.5)
+    pytest.fail("no workflow gate waiting")
+
+
+def test_a_dlq_entry_is_retried(stack, console, page):
+    job_id = submit(stack, {"topic": "job.echo", "prompt": "fail once",
+                            "labels": {"echo.fail": "true"}})
+    assert stack.wait_terminal(job_id)["state"] == "FAILED"
+    sign_in(page, console, stack.key, stack.tenant)
+    go(page, "DLQ")
+    entry = page.get_by_role("row").filter(has_text=job_id)
+    expect(entry).to_be_visible(timeout=WAIT_MS)
+    entry.get_by_role("button", name="Retry").click()
+    expect(entry).to_have_count(0, timeout=WAIT_MS)
+    screenshot(page, "dlq")
+    # The retry is a new job of its own, as the API's retry makes it.
+    status, listed = stack.http("GET", "/api/v1/jobs?limit=100")
+    assert status == 200, listed
+    items = listed["items"] if isinstance(listed, dict) else listed
+    assert any(str(j.get("id", "")).startswith(f"{job_id}-retry-") for j in items), items
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_each_page_has_no_serious_accessibility_violation(stack, console, page, path):
+    sign_in(page, console, stack.key, stack.tenant)
+    page.goto(console + path)
+    expect(page.get_by_role("heading", level=1)).to_be_visible(timeout=WAIT_MS)
+    # Scanned once the page's data is in (the live stream keeps the network busy).
+    expect(page.get_by_text(re.compile("^Loading"))).to_have_count(0, timeout=WAIT_MS)
+    name = "overview" if path == "/" else path.strip("/")
+    screenshot(page, f"page-{name}")
+    assert_accessible(page)
+
+
+def test_the_sign_in_page_has_no_serious_accessibility_violation(console, page):
+    page.goto(console + "/")
+    expect(page.get_by_label("API key")).to_be_visible()
+    screenshot(page, "sign-in")
+    assert_accessible(page)
