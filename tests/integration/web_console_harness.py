@@ -1,4 +1,4 @@
-"""What tests/integration/test_web_console.py starts: the console server
+"""What tests/integration/test_console_server.py starts: the console server
 (localstack/web_console.py) in front of real aiohttp servers of its own, a REST API
 behind LocalStack's stage prefix and a live stream that speaks Server-Sent Events and
 WebSocket, with a dist/ made per test; and the clients that read what comes back."""
