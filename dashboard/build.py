@@ -45,7 +45,7 @@ REPO_ROOT = DASHBOARD.parent
 if str(REPO_ROOT / "layers") not in sys.path:
     sys.path.append(str(REPO_ROOT / "layers"))
 
-from tool_cache import build_atomically, cache_root, short_hash  # noqa: E402
+from tool_cache import build_atomically, cache_root, short_hash, tail  # noqa: E402
 
 DIST = DASHBOARD / "dist"
 OPENAPI = DASHBOARD / "openapi.json"
@@ -65,7 +65,6 @@ FIRST_LOAD_LIMIT_BYTES = 300_000
 """The JS index.html loads, gzipped, at most (300 kB)."""
 KB = 1000
 """Sizes are printed in kB of 1,000 bytes, as Vite prints them."""
-LOG_TAIL_LINES = 40
 
 
 class BuildError(RuntimeError):
@@ -89,13 +88,6 @@ def node_modules_dir() -> Path:
     )
     return cache_root() / f"dashboard-node-modules-{short_hash(data)}"
 
-
-def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def find_npm() -> str:

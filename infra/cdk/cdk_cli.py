@@ -26,7 +26,7 @@ REPO_ROOT = CDK_DIR.parents[1]
 if str(REPO_ROOT / "layers") not in sys.path:
     sys.path.append(str(REPO_ROOT / "layers"))
 
-from tool_cache import build_atomically, cache_root, short_hash  # noqa: E402
+from tool_cache import build_atomically, cache_root, short_hash, tail  # noqa: E402
 
 STACK_NAME = "CordumServerless"
 
@@ -38,7 +38,6 @@ LOCAL_REGION = "us-east-1"
 LOCAL_CREDENTIALS = "test"
 """What a LocalStack run is given instead of a developer's AWS settings."""
 
-LOG_TAIL_LINES = 40
 
 
 class DeployError(RuntimeError):
@@ -57,13 +56,6 @@ def cli_dir() -> Path:
     """Where the pinned CLI lives: ``<cache>/cdk-cli-<hash12 of the pins>``."""
     return cache_root() / f"cdk-cli-{short_hash(_package_json().encode())}"
 
-
-def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def ensure_cdk_cli(say: Callable[[str], None] = print) -> Path:

@@ -1,3 +1,5 @@
+import { useState } from 'react';
+
 export type PagerProps = {
   hasNext: boolean;
   onNext: () => void;
@@ -29,4 +31,23 @@ export function Pager({ hasNext, onNext, hasPrevious = false, onPrevious, onFirs
       </button>
     </nav>
   );
+}
+
+/** The cursors of the pages after the first, as they were followed: the cursor of the
+ * page shown, whether it is the first, and the Pager's props for the next cursor. */
+export function useCursorPages() {
+  const [cursors, setCursors] = useState<string[]>([]);
+  return {
+    cursor: cursors[cursors.length - 1] as string | undefined,
+    onFirstPage: cursors.length === 0,
+    pagerProps: (nextCursor: string | null | undefined): PagerProps => ({
+      hasNext: Boolean(nextCursor),
+      hasPrevious: cursors.length > 0,
+      onNext: () => {
+        if (nextCursor) setCursors((c) => [...c, nextCursor]);
+      },
+      onPrevious: () => setCursors((c) => c.slice(0, -1)),
+      onFirst: () => setCursors([]),
+    }),
+  };
 }

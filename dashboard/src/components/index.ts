@@ -5,7 +5,7 @@ export { JsonView, formatJson, type JsonViewProps } from './JsonView';
 export { LiveBadge } from './LiveBadge';
 export { Loading } from './Loading';
 export { Page, PRODUCT_NAME, type PageProps } from './Page';
-export { Pager, type PagerProps } from './Pager';
+export { Pager, useCursorPages, type PagerProps } from './Pager';
 export { StatusBadge } from './StatusBadge';
 export { formatTime, formatAge } from './time';
 export { toneOf, type Tone } from './status';

@@ -1,6 +1,6 @@
 import { useState } from 'react';
 
-import { EmptyState, ErrorState, Loading, Page, Pager } from '@/components';
+import { EmptyState, ErrorState, Loading, Page, Pager, useCursorPages } from '@/components';
 
 import { useApprovals, type Decision } from '../api';
 import '../approvals.css';
@@ -8,9 +8,9 @@ import { ApprovalCard } from './ApprovalCard';
 
 /** The jobs waiting for a human decision. */
 export function ApprovalsPage() {
-  const [cursors, setCursors] = useState<string[]>([]);
+  const { cursor, onFirstPage, pagerProps } = useCursorPages();
   const [done, setDone] = useState('');
-  const approvals = useApprovals(cursors[cursors.length - 1]);
+  const approvals = useApprovals(cursor);
 
   function decided(jobId: string, decision: Decision) {
     setDone(`${decision === 'approve' ? 'Approved' : 'Rejected'} job ${jobId}.`);
@@ -19,7 +19,7 @@ export function ApprovalsPage() {
   let body;
   if (approvals.isPending) body = <Loading label="Loading approvals…" />;
   else if (approvals.isError) body = <ErrorState error={approvals.error} retry={() => void approvals.refetch()} />;
-  else if (approvals.data.items.length === 0 && cursors.length === 0) {
+  else if (approvals.data.items.length === 0 && onFirstPage) {
     body = <EmptyState title="No approvals waiting" description="Jobs that a policy holds for a human show up here." />;
   } else {
     const { items, nextCursor } = approvals.data;
@@ -30,13 +30,7 @@ export function ApprovalsPage() {
             <ApprovalCard key={item.job?.id} item={item} onDecided={decided} />
           ))}
         </div>
-        <Pager
-          hasNext={Boolean(nextCursor)}
-          hasPrevious={cursors.length > 0}
-          onNext={() => setCursors((c) => [...c, nextCursor])}
-          onPrevious={() => setCursors((c) => c.slice(0, -1))}
-          onFirst={() => setCursors([])}
-        />
+        <Pager {...pagerProps(nextCursor)} />
       </>
     );
   }

@@ -1,7 +1,7 @@
 import { useId, useState } from 'react';
 import { Link } from 'react-router';
 
-import { ConfirmButton, EmptyState, ErrorState, formatTime, Loading, Page, Pager, StatusBadge } from '@/components';
+import { ConfirmButton, EmptyState, ErrorState, formatTime, Loading, Page, Pager, StatusBadge, useCursorPages } from '@/components';
 import { describeError } from '@/lib/api';
 
 import { entryReason, useDeleteEntry, useDlq, useRetryEntry, type DlqEntry } from '../api';
@@ -62,14 +62,14 @@ function EntryRow({ entry, onOutcome }: { entry: DlqEntry; onOutcome: (o: Outcom
 
 /** Jobs that failed for good, with a way to run them again or let them go. */
 export function DlqPage() {
-  const [cursors, setCursors] = useState<string[]>([]);
+  const { cursor, onFirstPage, pagerProps } = useCursorPages();
   const [outcome, setOutcome] = useState<Outcome | null>(null);
-  const dlq = useDlq(cursors[cursors.length - 1]);
+  const dlq = useDlq(cursor);
 
   let body;
   if (dlq.isPending) body = <Loading label="Loading the DLQ…" />;
   else if (dlq.isError) body = <ErrorState error={dlq.error} retry={() => void dlq.refetch()} />;
-  else if (dlq.data.items.length === 0 && cursors.length === 0) {
+  else if (dlq.data.items.length === 0 && onFirstPage) {
     body = <EmptyState title="The DLQ is empty" description="Jobs that fail for good are kept here." />;
   } else {
     const { items, nextCursor } = dlq.data;
@@ -98,13 +98,7 @@ export function DlqPage() {
             </tbody>
           </table>
         </div>
-        <Pager
-          hasNext={Boolean(nextCursor)}
-          hasPrevious={cursors.length > 0}
-          onNext={() => setCursors((c) => [...c, nextCursor])}
-          onPrevious={() => setCursors((c) => c.slice(0, -1))}
-          onFirst={() => setCursors([])}
-        />
+        <Pager {...pagerProps(nextCursor)} />
       </>
     );
   }

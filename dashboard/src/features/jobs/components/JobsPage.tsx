@@ -1,7 +1,7 @@
 import { useId, useState, type FormEvent } from 'react';
 import { Link, useSearchParams } from 'react-router';
 
-import { EmptyState, ErrorState, formatTime, Loading, Page, Pager, StatusBadge } from '@/components';
+import { EmptyState, ErrorState, formatTime, Loading, Page, Pager, StatusBadge, useCursorPages } from '@/components';
 
 import { useJobs } from '../api';
 import { JOB_STATES, type JobFilters } from '../types';
@@ -56,16 +56,14 @@ function Filters({ filters, onChange }: { filters: JobFilters; onChange: (next: 
 }
 
 function JobTable({ filters }: { filters: JobFilters }) {
-  // Cursors of the pages after the first, as they were followed.
-  const [cursors, setCursors] = useState<string[]>([]);
-  const cursor = cursors[cursors.length - 1];
+  const { cursor, onFirstPage, pagerProps } = useCursorPages();
   const jobs = useJobs(filters, cursor);
 
   if (jobs.isPending) return <Loading label="Loading jobs…" />;
   if (jobs.isError) return <ErrorState error={jobs.error} retry={() => void jobs.refetch()} />;
   const { items, nextCursor } = jobs.data;
   const filtered = Boolean(filters.state || filters.topic);
-  if (items.length === 0 && cursors.length === 0) {
+  if (items.length === 0 && onFirstPage) {
     return (
       <EmptyState
         title={filtered ? 'No jobs match these filters' : 'No jobs yet'}
@@ -105,13 +103,7 @@ function JobTable({ filters }: { filters: JobFilters }) {
         </table>
       </div>
       {items.length === 0 && <p className="muted">This page is empty.</p>}
-      <Pager
-        hasNext={Boolean(nextCursor)}
-        hasPrevious={cursors.length > 0}
-        onNext={() => setCursors((c) => [...c, nextCursor])}
-        onPrevious={() => setCursors((c) => c.slice(0, -1))}
-        onFirst={() => setCursors([])}
-      />
+      <Pager {...pagerProps(nextCursor)} />
     </>
   );
 }

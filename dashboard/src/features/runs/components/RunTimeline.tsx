@@ -16,7 +16,7 @@ export function RunTimeline({ runId }: { runId: string }) {
   return (
     <div className="runs-table-wrap">
       <table className="runs-table">
-        <caption className="runs-sr-only">Run timeline, oldest first</caption>
+        <caption className="visually-hidden">Run timeline, oldest first</caption>
         <thead>
           <tr>
             <th scope="col">Time</th>

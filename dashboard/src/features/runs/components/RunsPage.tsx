@@ -80,7 +80,7 @@ function RunTable({ filters, onNext, onPrevious, onFirst, canGoBack }: {
     <>
       <div className="runs-table-wrap">
         <table className="runs-table">
-          <caption className="runs-sr-only">Workflow runs, newest first</caption>
+          <caption className="visually-hidden">Workflow runs, newest first</caption>
           <thead>
             <tr>
               <th scope="col">Run</th>

@@ -179,7 +179,7 @@ export function StartRunForm({ workflowId, inputSchema }: { workflowId: string; 
       {form.mode === 'fields' && form.fields.some((f) => f.required) && (
         <p className="wf-hint">
           Fields marked <span aria-hidden="true">*</span>
-          <span className="wf-sr-only">with an asterisk</span> are required.
+          <span className="visually-hidden">with an asterisk</span> are required.
         </p>
       )}
       {form.fields.map((field, i) => (

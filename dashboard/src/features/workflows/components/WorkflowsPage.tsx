@@ -24,7 +24,7 @@ export function WorkflowsPage() {
     body = (
       <div className="wf-table-wrap">
         <table className="wf-table">
-          <caption className="wf-sr-only">Workflow definitions</caption>
+          <caption className="visually-hidden">Workflow definitions</caption>
           <thead>
             <tr>
               <th scope="col">Workflow</th>
