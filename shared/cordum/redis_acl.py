@@ -6,7 +6,8 @@ reads its job's context (``GET ctx:<id>``, the pointer it was sent) and writes i
 result (``SET res:<id> ... EX``): its user is allowed exactly that. The control
 plane's users keep the whole keyspace but lose the commands that reconfigure or
 wipe a server (``-@dangerous``: FLUSHALL, CONFIG, DEBUG, KEYS ...), none of which
-Cordum sends. The safety kernel only counts velocity windows under its prefix. The
+Cordum sends. The safety kernel only counts velocity windows under its prefix and
+reads the policy bundles' document. The
 live event stream reads any key (job metas and results) and writes only its
 per-tenant event logs under ``cordum:stream:``.
 
@@ -32,9 +33,11 @@ FUNCTIONS = AclUser("cordum-functions", "on ~* +@all -@dangerous")
 BRIDGE = AclUser("cordum-bridge", "on ~* +@all -@dangerous")
 """The NATS bridge: dedup marks, pool flushes, the job metas it reads."""
 KERNEL = AclUser("cordum-kernel",
-                 "on ~cordum:safety:velocity:* -@all +@read +@write +@scripting +time +ping "
-                 "-@dangerous")
-"""The safety kernel: its velocity windows (cordum.safety.velocity) and nothing else."""
+                 "on ~cordum:safety:velocity:* %R~cfg:system:policy -@all +@read +@write "
+                 "+@scripting +time +ping -@dangerous")
+"""The safety kernel: its velocity windows (cordum.safety.velocity), and a read of the
+policy bundles' document (cordum.safety.bundles.POLICY_DOC_KEY, written by the
+gateway); nothing else."""
 WORKERS = AclUser("cordum-worker", "on %R~ctx:* %W~res:* -@all +get +set +ping")
 """Every worker: read a context payload, write a result payload; nothing else."""
 

@@ -27,6 +27,7 @@ from cordum.redis_acl import (
     AclUser,
     setuser_args,
 )
+from cordum.safety.bundles import POLICY_DOC_KEY
 from tests.conftest import ACL_REDIS_URL
 
 
@@ -96,6 +97,20 @@ def test_kernel_is_kept_to_its_velocity_windows(admin) -> None:
         finally:
             client.close()
             admin.delete(key)
+
+
+def test_kernel_reads_the_policy_bundles_and_cannot_write_them(admin) -> None:
+    for name, password in _throwaway(admin, KERNEL):
+        client = redis.Redis.from_url(ACL_REDIS_URL, username=name, password=password)
+        try:
+            # A GET of the document is allowed (it may be absent here: db 0 is shared)
+            client.get(POLICY_DOC_KEY)
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                client.set(POLICY_DOC_KEY, "{}")
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                client.get("cfg:system:other")
+        finally:
+            client.close()
 
 
 def test_stream_reads_job_keys_and_writes_only_its_event_logs(admin, unique) -> None:

@@ -489,7 +489,8 @@ def test_explain_answers_from_a_candidate(kernel_for):
 
     assert resp.rule_id == "candidate-deny"
     assert resp.reason.startswith("decided by candidate-deny: deny (not any more)")
-    assert "not reached: also-ok: would match too, but the first match decides" in resp.reason
+    # The allow matched too, and lost to the deny (deny wins, whatever the order).
+    assert "also matched: also-ok (allow)" in resp.reason
 
 
 def test_a_large_candidate_is_accepted(kernel_for):
@@ -516,7 +517,7 @@ def test_a_broken_candidate_is_invalid_argument(kernel_for):
     assert stub.Check(request("job.ok"), timeout=5).rule_id == "allow-ok"
 
 
-def test_explain_covers_gates_later_rules_and_the_default(kernel_for):
+def test_explain_covers_gates_other_rules_and_the_default(kernel_for):
     stub, _, _ = kernel_for(ALL_DECISIONS, cache_ttl_s=0)
 
     gated = stub.Explain(request("job.other", tenant="locked"), timeout=5)
@@ -528,4 +529,5 @@ def test_explain_covers_gates_later_rules_and_the_default(kernel_for):
         gated.reason
     assert fallen.rule_id == "default"
     assert "r-allow: topic 'job.none' matches none of ['job.allow']" in fallen.reason
-    assert "not reached: r-approve: topic 'job.deny' matches none of" in first.reason
+    # Every rule is tried: those after the deciding one are reported as not matching.
+    assert "not matched: r-approve: topic 'job.deny' matches none of" in first.reason

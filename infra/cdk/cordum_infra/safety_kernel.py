@@ -50,6 +50,10 @@ is the Lambda image that issues the kernel's certificate at deploy time)."""
 
 KERNEL_CONTAINER = "safety-kernel"
 
+BUNDLE_RELOAD_INTERVAL_S = "2"
+"""cordum.safety.live_policy: seconds between two reads of the policy bundles, the
+longest a bundle change waits when its NATS message does not reach a task."""
+
 TLS_CERT_ENV = "SAFETY_KERNEL_TLS_CERT"
 TLS_KEY_ENV = "SAFETY_KERNEL_TLS_KEY"
 TLS_CA_ENV = "SAFETY_KERNEL_TLS_CA"
@@ -143,9 +147,13 @@ class SafetyKernelService(Construct):
         cache_security_group: ec2.ISecurityGroup,
         tls: KernelTls,
         policy_file: Path,
+        nats_url: str | None = None,
     ) -> None:
         """`tls`: the stack's CA, which issues the kernel's certificate; `policy_file`:
-        the safety.yaml the stack puts in its policy bucket."""
+        the safety.yaml the stack puts in its policy bucket; `nats_url`: the stack's
+        NATS, on which the kernel hears ``sys.config.changed`` (its login and CA come
+        from ``NatsCredentials.grant_container``, as the bridge's do). Without it the
+        kernel still reads the policy bundles every SAFETY_POLICY_RELOAD_INTERVAL_S."""
         super().__init__(scope, construct_id)
         self.container = service_container(
             self,
@@ -156,8 +164,14 @@ class SafetyKernelService(Construct):
             memory_mib=KERNEL_MEMORY_MIB,
             redis_role="kernel",
             # Velocity windows in the stack's Redis: one window per rule and key for
-            # all tasks, not one per task.
-            environment={"LOG_LEVEL": shared.log_level, "REDIS_URL": shared.redis_url},
+            # all tasks, not one per task; the policy bundles (cfg:system:policy) are
+            # read from the same Redis, every 2 s and on each NATS change message.
+            environment={
+                "LOG_LEVEL": shared.log_level,
+                "REDIS_URL": shared.redis_url,
+                "SAFETY_POLICY_RELOAD_INTERVAL_S": BUNDLE_RELOAD_INTERVAL_S,
+                **({"NATS_URL": nats_url} if nats_url else {}),
+            },
             port_mappings=[ecs.PortMapping(container_port=KERNEL_PORT)],
             # ECS does not read the image's HEALTHCHECK: the task definition repeats it.
             health_check=ecs.HealthCheck(

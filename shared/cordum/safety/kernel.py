@@ -3,7 +3,10 @@
 One gRPC server on ``--addr`` (default ``SAFETY_KERNEL_ADDR``) carries CAP's
 SafetyKernel service (:mod:`cordum.safety.kernel_service`) and our output policy
 service (:mod:`cordum.safety.output_service`), both answering from
-``<config dir>/safety.yaml``, hot-reloaded (:mod:`cordum.safety.policy_file`).
+``<config dir>/safety.yaml``, hot-reloaded (:mod:`cordum.safety.policy_file`), merged
+with the policy bundles in Redis when ``REDIS_URL`` is set, re-read on NATS
+``sys.config.changed`` (with ``NATS_URL``) and every
+``SAFETY_POLICY_RELOAD_INTERVAL_S`` (:mod:`cordum.safety.live_policy`).
 TLS from the ``SAFETY_KERNEL_TLS_*`` variables (:mod:`cordum.safety.tls`); velocity
 windows in Redis when ``REDIS_URL`` is set (:mod:`cordum.safety.velocity`).
 With ``CORDUM_POLICY_URI`` set (the AWS stack), the policy is first copied from that
@@ -27,14 +30,23 @@ import grpc
 from cordum import protocol  # noqa: F401  (makes cordum.agent.v1 importable)
 from cordum.agent.v1 import safety_pb2_grpc
 from cordum.config import DEFAULT_SAFETY_KERNEL_ADDR, ConfigError, load_settings
+from cordum.safety.bundles import CONFIG_CHANGED_SUBJECT
+from cordum.safety.config_changes import ConfigChangeListener
 from cordum.safety.kernel_service import MAX_METADATA_BYTES, PolicyKernel
+from cordum.safety.live_policy import BundleReload, LivePolicy, RedisPolicyDocs
 from cordum.safety.output_service import add_output_policy_service
 from cordum.safety.policy_file import POLICY_FILE_NAME, Policy
 from cordum.safety.policy_source import POLICY_URI_ENV, fetch_policy
 from cordum.safety.tls import server_tls_from_env
-from cordum.safety.velocity import RedisVelocityCounter, velocity_from_env
+from cordum.safety.velocity import (
+    RedisVelocityCounter,
+    VelocityCounter,
+    VelocityWindows,
+    kernel_redis_from_env,
+)
 
 if TYPE_CHECKING:
+    from cordum.safety.kernel_service import PolicyInForce
     from cordum.safety.tls import ServerTLS
 
 log = logging.getLogger("cordum.safety.kernel")
@@ -72,7 +84,7 @@ def server_options(*, max_connection_age_s: float = MAX_CONNECTION_AGE_S,
     ]
 
 
-def serve(addr: str, policy: Policy | PolicyKernel, *, tls: ServerTLS | None = None,
+def serve(addr: str, policy: PolicyInForce | PolicyKernel, *, tls: ServerTLS | None = None,
           options: list[tuple[str, int]] | None = None) -> grpc.Server:
     """Start the SafetyKernel (and output policy) service on ``addr``; TLS only when
     ``tls`` is given; gRPC options :func:`server_options` unless ``options``."""
@@ -107,14 +119,31 @@ def main(argv: list[str] | None = None) -> None:
         if policy_uri:
             # Before anything is served: the file the kernel loads and hot-reloads.
             fetch_policy(policy_uri, cfg.config_dir / POLICY_FILE_NAME)
-        kernel = PolicyKernel(Policy(cfg.config_dir / POLICY_FILE_NAME),
-                              velocity=velocity_from_env(os.environ))
+        redis = kernel_redis_from_env(os.environ)
+        velocity: VelocityWindows = (VelocityCounter() if redis is None
+                                     else RedisVelocityCounter(redis))
+        # The file, merged with the policy bundles in Redis (none without REDIS_URL).
+        policy = LivePolicy(Policy(cfg.config_dir / POLICY_FILE_NAME),
+                            None if redis is None else RedisPolicyDocs(redis),
+                            reload=BundleReload.from_env())
+        kernel = PolicyKernel(policy, velocity=velocity)
     except ConfigError as exc:
         raise SystemExit(f"safety kernel: {exc}") from exc
+    policy.start()
+    # Only with NATS_URL set: the default URL would be retried for ever where no NATS
+    # runs (the periodic read alone is then enough to stay within one interval).
+    listener = (ConfigChangeListener(cfg, policy.notify)
+                if os.environ.get("NATS_URL", "").strip() and redis is not None else None)
+    if listener is not None:
+        listener.start()
     server = serve(args.addr, kernel, tls=tls)
-    log.info("listening on %s (%s), policy %s (%s), decision cache %s, velocity %s",
-             args.addr, "tls" if tls else "plaintext", kernel.policy.path,
-             kernel.policy.snapshot, f"{kernel.cache.ttl_s:g}s" if kernel.cache else "off",
+    log.info("listening on %s (%s), policy %s (%s), bundles %s, decision cache %s, "
+             "velocity %s", args.addr, "tls" if tls else "plaintext", policy.path,
+             policy.snapshot,
+             f"read every {policy.reload.interval_s:g}s"
+             + (" and on " + CONFIG_CHANGED_SUBJECT if listener else "")
+             if redis is not None else "off (no REDIS_URL)",
+             f"{kernel.cache.ttl_s:g}s" if kernel.cache else "off",
              "shared in redis" if isinstance(kernel.velocity, RedisVelocityCounter)
              else "per process")
     stop = threading.Event()
@@ -122,6 +151,9 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     server.stop(grace=5).wait()
+    if listener is not None:
+        listener.close()
+    policy.close()
     log.info("stopped")
 
 

@@ -1,11 +1,13 @@
-"""CAP's SafetyKernel gRPC service, answering from a hot-reloaded safety.yaml.
+"""CAP's SafetyKernel gRPC service, answering from the policy in force: a hot-reloaded
+safety.yaml merged with the policy bundles (:mod:`cordum.safety.live_policy`).
 
 - ``Check`` / ``Evaluate``: the decision; velocity windows count the request.
 - ``Simulate``: the same decision without side effects (velocity is looked at, not
   counted; nothing is cached).
 - ``Explain``: like Simulate, with a reason naming what decided and why every other
   rule did not.
-- ``ListSnapshots``: snapshots loaded by this process, the current one first.
+- ``ListSnapshots``: snapshots in force in this process (``<file>|cfg:<bundles>``
+  once bundles are enabled), the current one first.
 
 Simulate and Explain answer from the loaded policy, or from a candidate policy sent
 as the YAML text of binary metadata ``cordum-policy-bin`` (see
@@ -22,7 +24,7 @@ every replica through Redis when ``REDIS_URL`` is set: :mod:`cordum.safety.veloc
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 
@@ -35,9 +37,10 @@ from cordum.safety.policy_file import PolicyError, parse_policy
 from cordum.safety.velocity import VelocityCounter
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from cordum.safety.policy import Decision, SafetyPolicy
     from cordum.safety.policy_document import Constraints
-    from cordum.safety.policy_file import Policy
     from cordum.safety.velocity import VelocityWindows
 
 log = logging.getLogger("cordum.safety.kernel")
@@ -112,10 +115,30 @@ def candidate_metadata(policy_text: str | bytes) -> tuple[tuple[str, bytes]]:
     return ((CANDIDATE_POLICY_METADATA, data),)
 
 
-class PolicyKernel(safety_pb2_grpc.SafetyKernelServicer):
-    """The SafetyKernel servicer: a policy file, its velocity windows, a cache."""
+class PolicyInForce(Protocol):
+    """What the kernel answers from: the file alone (``policy_file.Policy``) or the
+    file merged with the bundles (``live_policy.LivePolicy``)."""
 
-    def __init__(self, policy: Policy, *, cache_ttl_s: float | None = None,
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def snapshot(self) -> str: ...
+
+    @property
+    def snapshots(self) -> list[str]:
+        """Snapshots in force in this process, newest first."""
+        ...
+
+    def refresh(self) -> SafetyPolicy:
+        """The policy in force now (every decision records its snapshot)."""
+        ...
+
+
+class PolicyKernel(safety_pb2_grpc.SafetyKernelServicer):
+    """The SafetyKernel servicer: the policy in force, its velocity windows, a cache."""
+
+    def __init__(self, policy: PolicyInForce, *, cache_ttl_s: float | None = None,
                  velocity: VelocityWindows | None = None) -> None:
         self.policy = policy
         self.velocity: VelocityWindows = velocity or VelocityCounter()

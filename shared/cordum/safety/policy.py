@@ -12,9 +12,14 @@ rule's match is read: :mod:`cordum.safety.matching`). Evaluation order:
    :mod:`cordum.safety.risk`).
 4. ``tenants.<tenant>``: a topic matching ``deny_topics`` is denied; with a
    non-empty ``allow_topics`` a topic matching none of them is denied.
-5. ``rules`` in file order, first match wins. A rule with ``velocity`` fires only
-   once its window holds more than ``max_requests`` matching requests; below that
-   it is skipped and evaluation goes on with the next rule.
+5. ``rules``: every rule is tried, and of those that match the strongest decision
+   wins: deny > require_approval > throttle > allow_with_constraints > allow (an
+   explicit deny beats any allow, wherever each comes from, as in IAM). Among the
+   matching rules of that decision the first in order (the base file's rules, then
+   the bundles': :mod:`cordum.safety.bundle_merge`) names the decision (rule id,
+   reason, constraints, remediations). A rule with ``velocity`` matches only once
+   its window holds more than ``max_requests`` matching requests; every matching
+   velocity rule counts the request, whatever decides.
 6. With no ``rules`` at all, a topic in the tenant's ``allow_topics`` is allowed.
 7. ``default_decision`` (deny unless it says allow).
 
@@ -50,6 +55,11 @@ TOPIC_PREFIX = "job."
 DEFAULT_RULE_ID = "default"
 """``rule_id`` of a decision that fell through to ``default_decision``."""
 
+PRECEDENCE = (DecisionKind.ALLOW, DecisionKind.ALLOW_WITH_CONSTRAINTS, DecisionKind.THROTTLE,
+              DecisionKind.REQUIRE_APPROVAL, DecisionKind.DENY)
+"""Decisions from weakest to strongest: of the rules that match, the strongest
+decision wins, whichever rule (and whichever file or bundle) it comes from."""
+
 _TENANT_GATE = "the tenant's topic lists decide before the rules"
 
 
@@ -73,9 +83,9 @@ class Decision:
 class _Outcome:
     decision: Decision
     skipped: tuple[str, ...]
-    """One line per rule that did not decide before the one that did, saying why."""
-    later: tuple[str, ...] = ()
-    """One line per rule after the one that decided (filled for explain only)."""
+    """One line per rule that did not match (or was within its velocity limit), why."""
+    also_matched: tuple[str, ...] = ()
+    """``<rule id> (<decision>)`` of every other rule that matched, in rule order."""
     gate: str = ""
     """Set when a gate in front of the rules decided, saying so."""
 
@@ -96,26 +106,26 @@ class SafetyPolicy:
 
     def explain(self, request: PolicyInput, *,
                 velocity: VelocityWindows | None = None) -> Decision:
-        """Like a dry-run ``evaluate``, with a reason naming what decided and why each
-        other rule did not: an earlier rule did not match (or was within its velocity
-        limit), a later one was not reached or would not have matched either."""
-        outcome = self._run(request, velocity, dry_run=True, explain=True)
+        """Like a dry-run ``evaluate``, with a reason naming the deciding rule, every
+        other rule that matched (and lost to it), and why each remaining rule did not
+        match (or was within its velocity limit)."""
+        outcome = self._run(request, velocity, dry_run=True)
         d = outcome.decision
         lines = [f"decided by {d.rule_id or 'kernel'}: {d.decision.value}"
                  + (f" ({d.reason})" if d.reason else "")]
         if outcome.gate:
             lines.append(outcome.gate)
+        if outcome.also_matched:
+            lines.append("also matched: " + ", ".join(outcome.also_matched))
         if outcome.skipped:
             lines.append("not matched: " + "; ".join(outcome.skipped))
-        if outcome.later:
-            lines.append("not reached: " + "; ".join(outcome.later))
         return Decision(d.decision, ". ".join(lines), d.rule_id, d.snapshot, d.constraints,
                         d.approval_required, d.remediations, d.risk_tags, cacheable=False)
 
     # -- evaluation ---------------------------------------------------------------
 
     def _run(self, req: PolicyInput, velocity: VelocityWindows | None,
-             dry_run: bool, explain: bool = False) -> _Outcome:
+             dry_run: bool) -> _Outcome:
         doc = self.document
         topic = req.topic.strip()
         if not topic:
@@ -146,7 +156,8 @@ class SafetyPolicy:
                     gate=self._not_evaluated(_TENANT_GATE))
 
         counted = False
-        for index, rule in enumerate(doc.rules):
+        matched: list[Rule] = []
+        for rule in doc.rules:
             why_not = mismatch(rule.match, req, topic, tenant, risk_tags)
             if why_not is not None:
                 skipped.append(f"{rule.id}: {why_not}")
@@ -157,10 +168,14 @@ class SafetyPolicy:
                 if within is not None:
                     skipped.append(f"{rule.id}: {within}")
                     continue
-            decision = self._from_rule(rule, risk_tags, cacheable=not counted)
-            later = (self._later(doc.rules[index + 1:], req, topic, tenant, risk_tags)
-                     if explain else ())
-            return _Outcome(decision, tuple(skipped), later)
+            matched.append(rule)
+        if matched:
+            # max() keeps the first of equal rank: the earliest rule of the winning
+            # decision names it.
+            winner = max(matched, key=lambda r: PRECEDENCE.index(_kind_of(r)))
+            decision = self._from_rule(winner, risk_tags, cacheable=not counted)
+            others = tuple(f"{r.id} ({_kind_of(r).value})" for r in matched if r is not winner)
+            return _Outcome(decision, tuple(skipped), others)
 
         if not doc.rules and tenant_policy is not None and tenant_policy.allow_topics:
             return _Outcome(Decision(DecisionKind.ALLOW,
@@ -177,16 +192,6 @@ class SafetyPolicy:
         if not self.document.rules:
             return ""
         return f"rules not evaluated: {why}"
-
-    @staticmethod
-    def _later(rules: list[Rule], req: PolicyInput, topic: str, tenant: str,
-               risk_tags: tuple[str, ...]) -> tuple[str, ...]:
-        lines = []
-        for rule in rules:
-            why_not = mismatch(rule.match, req, topic, tenant, risk_tags)
-            lines.append(f"{rule.id}: " + (why_not if why_not is not None
-                                           else "would match too, but the first match decides"))
-        return tuple(lines)
 
     def _within_velocity(self, rule: Rule, req: PolicyInput, topic: str, tenant: str,
                          velocity: VelocityWindows | None, dry_run: bool) -> str | None:
@@ -207,10 +212,8 @@ class SafetyPolicy:
 
     def _from_rule(self, rule: Rule, risk_tags: tuple[str, ...], *,
                    cacheable: bool) -> Decision:
-        kind = rule.decision
+        kind = _kind_of(rule)
         constraints = None if rule.constraints.is_empty() else rule.constraints
-        if kind is DecisionKind.ALLOW and constraints is not None:
-            kind = DecisionKind.ALLOW_WITH_CONSTRAINTS
         return Decision(kind, rule.reason or f"matched rule {rule.id}", rule.id, self.snapshot,
                         constraints, kind is DecisionKind.REQUIRE_APPROVAL,
                         tuple(rule.remediations), risk_tags,
@@ -219,3 +222,11 @@ class SafetyPolicy:
     def _deny(self, rule_id: str, reason: str, risk_tags: tuple[str, ...] = ()) -> Decision:
         return Decision(DecisionKind.DENY, reason, rule_id, self.snapshot, risk_tags=risk_tags)
 
+
+
+def _kind_of(rule: Rule) -> DecisionKind:
+    """The decision a matching rule gives: an allow carrying constraints is an
+    allow_with_constraints (and ranks as one)."""
+    if rule.decision is DecisionKind.ALLOW and not rule.constraints.is_empty():
+        return DecisionKind.ALLOW_WITH_CONSTRAINTS
+    return rule.decision

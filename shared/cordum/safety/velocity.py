@@ -178,9 +178,19 @@ class RedisVelocityCounter:
 def velocity_from_env(env: Mapping[str, str], *,
                       op_timeout_s: float = DEFAULT_OP_TIMEOUT_S) -> VelocityWindows:
     """Redis-shared windows when ``REDIS_URL`` is set, else in-process ones."""
+    client = kernel_redis_from_env(env, op_timeout_s=op_timeout_s)
+    return VelocityCounter() if client is None else RedisVelocityCounter(client)
+
+
+def kernel_redis_from_env(env: Mapping[str, str], *,
+                          op_timeout_s: float = DEFAULT_OP_TIMEOUT_S) -> Any | None:
+    """The kernel's (synchronous) Redis client for ``REDIS_URL``; None when unset.
+
+    Shared by the velocity windows and the policy bundles' reader (one pool).
+    """
     url = env.get(REDIS_URL_ENV, "").strip()
     if not url:
-        return VelocityCounter()
+        return None
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(f"{REDIS_URL_ENV}: must start with redis://, rediss:// or unix://")
     import redis
@@ -192,12 +202,11 @@ def velocity_from_env(env: Mapping[str, str], *,
     # ElastiCache's login comes apart from the URL: the kernel's user in
     # REDIS_USERNAME, its password in REDIS_AUTH_TOKEN (an ECS secret, never in a task
     # definition); a login in the URL itself still wins.
-    client = redis.Redis.from_url(url, socket_timeout=op_timeout_s,
-                                  socket_connect_timeout=op_timeout_s,
-                                  retry=Retry(NoBackoff(), 0),
-                                  username=env.get("REDIS_USERNAME") or None,
-                                  password=env.get("REDIS_AUTH_TOKEN") or None)
-    return RedisVelocityCounter(client)
+    return redis.Redis.from_url(url, socket_timeout=op_timeout_s,
+                                socket_connect_timeout=op_timeout_s,
+                                retry=Retry(NoBackoff(), 0),
+                                username=env.get("REDIS_USERNAME") or None,
+                                password=env.get("REDIS_AUTH_TOKEN") or None)
 
 
 @cache
