@@ -49,6 +49,7 @@ from cordum.gateway.docs import contract
 from cordum.gateway.docs import routes as docs
 from cordum.gateway.events import routes as events
 from cordum.gateway.jobs import routes as jobs
+from cordum.gateway.policy import routes as policy
 from cordum.gateway.system import routes as system
 from cordum.gateway.workflows import routes as workflows
 from cordum.metrics import METRICS
@@ -64,7 +65,8 @@ INTERNAL_ERROR = {"error": "internal error", "code": "internal_error", "status":
 WORKFLOW_RETRY_AFTER_S = 1
 """Retry-After of a workflow refusal that may pass when sent again."""
 
-FEATURES: tuple[Feature, ...] = (jobs, approvals, dlq, system, workflows, events, docs)
+FEATURES: tuple[Feature, ...] = (jobs, approvals, dlq, system, workflows, events, policy,
+                                  docs)
 """Every feature's routes module, in the order the OpenAPI document lists them."""
 
 app = APIGatewayRestResolver()

@@ -1,0 +1,68 @@
+"""Who may read, change and ask about the policy.
+
+Bundles are system-wide: they govern every tenant. So a change (PUT, DELETE, a
+snapshot, publish, rollback) needs both
+
+- role ``admin`` or ``policy.write``, and
+- a key whose tenant is ``*`` (:data:`~cordum.gateway.core.auth.ANY_TENANT`): a key
+  bound to one tenant, its admin's included, never changes the policy every other
+  tenant runs under.
+
+Reads of bundles, rules, snapshots and the audit take role ``admin``,
+``policy.read`` or ``policy.write`` in any tenant (a tenant's admin may see the
+policy it runs under). Asking the kernel (evaluate, simulate, explain) takes role
+``admin`` or ``policy.write``, for the caller's own tenant only.
+
+The reach of a key is not part of the
+:class:`~cordum.gateway.core.auth.Principal`; it is found through the
+authenticator's public contract: a key may act for a tenant no key is bound to
+(a fresh random name under :data:`PROBE_TENANT_PREFIX`) only when its tenant is ``*``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from cordum.gateway.core import deps
+from cordum.gateway.core.errors import Forbidden
+from cordum.gateway.core.http import headers, principal, require_role
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+
+    from cordum.gateway.core.auth import Principal
+
+POLICY_READ = "policy.read"
+POLICY_WRITE = "policy.write"
+PROBE_TENANT_PREFIX = "cordum.policy.probe."
+"""With 32 random hex after it, a tenant name no key is bound to: only a ``*`` key may
+act for it."""
+
+
+def reader(event: BaseProxyEvent) -> Principal:
+    """The caller of a read: admin, policy.read or policy.write (403 otherwise)."""
+    who = principal(event)
+    require_role(who, POLICY_READ, POLICY_WRITE)
+    return who
+
+
+def asker(event: BaseProxyEvent) -> Principal:
+    """The caller of evaluate, simulate or explain: admin or policy.write."""
+    who = principal(event)
+    require_role(who, POLICY_WRITE)
+    return who
+
+
+def system_writer(event: BaseProxyEvent) -> Principal:
+    """The caller of a change: admin or policy.write with a key for every tenant."""
+    who = principal(event)
+    require_role(who, POLICY_WRITE)
+    probe = {**headers(event), "x-tenant-id": PROBE_TENANT_PREFIX + uuid.uuid4().hex}
+    probe.pop("x-cordum-tenant", None)
+    try:
+        deps.authenticator().authenticate(probe)
+    except Forbidden:
+        raise Forbidden("the policy governs every tenant: changing it takes a key whose "
+                        "tenant is *", "policy_write_requires_any_tenant_key") from None
+    return who

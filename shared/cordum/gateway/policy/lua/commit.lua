@@ -1,0 +1,39 @@
+-- Commit one governed change of the system policy in one step, so two writers never
+-- both win: compare what the writer read, then write the policy document, push the
+-- snapshots and append the audit entry.
+-- KEYS[1] the policy document (cfg:system:policy): a JSON string with "revision"
+-- KEYS[2] the snapshots (cfg:system:policy_snapshots): a list of JSON, newest first
+-- KEYS[3] the audit (cfg:system:policy_audit): a list of JSON, newest first
+-- ARGV[1] the revision the writer read (0: there was no document)
+-- ARGV[2] the id of the newest snapshot the writer read ("" when there was none)
+-- ARGV[3] the new document (JSON), or "" to leave the document as it is
+-- ARGV[4] how many snapshots are kept; ARGV[5] how many audit entries are kept
+-- ARGV[6] the audit entry (JSON)
+-- ARGV[7..] snapshots to push (JSON), oldest first
+-- Returns 1 when committed, 0 when the document or the newest snapshot changed since
+-- the writer read them (nothing is written then).
+local function decoded(raw, name)
+  if not raw then return nil end
+  local ok, value = pcall(cjson.decode, raw)
+  if not ok or type(value) ~= 'table' then
+    error('policy: ' .. name .. ' is not a JSON object')
+  end
+  return value
+end
+
+local doc = decoded(redis.call('GET', KEYS[1]), 'document')
+local revision = 0
+if doc then revision = tonumber(doc.revision) or 0 end
+if revision ~= tonumber(ARGV[1]) then return 0 end
+
+local head = decoded(redis.call('LINDEX', KEYS[2], 0), 'snapshot')
+local head_id = ''
+if head then head_id = tostring(head.id or '') end
+if head_id ~= ARGV[2] then return 0 end
+
+if ARGV[3] ~= '' then redis.call('SET', KEYS[1], ARGV[3]) end
+for i = 7, #ARGV do redis.call('LPUSH', KEYS[2], ARGV[i]) end
+if #ARGV >= 7 then redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[4]) - 1) end
+redis.call('LPUSH', KEYS[3], ARGV[6])
+redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[5]) - 1)
+return 1

@@ -1,0 +1,145 @@
+"""Response bodies of the policy routes (the conventions of
+``cordum.gateway.core.schemas`` hold here too). Times are RFC 3339 text as stored;
+a kernel decision keeps Cordum's camel-case protojson names beside cordum-sdk's
+snake-case ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from cordum.gateway.core.models import no_default
+from cordum.gateway.core.schemas import Body, optional
+
+
+class PolicyBundleItem(Body):
+    id: str = optional()
+    enabled: bool = optional()
+    source: str = optional()
+    """secops (``secops/*``), pack (another id with ``/``) or core."""
+    author: str = optional()
+    """The principal id of the key that last wrote the bundle."""
+    message: str = optional()
+    created_at: str | None = optional()
+    updated_at: str | None = optional()
+    sha256: str = optional()
+    """Hex SHA-256 of the content."""
+    rule_count: int = optional()
+    """Top-level ``rules`` of the content."""
+
+
+class PolicyBundleList(Body):
+    bundles: dict[str, Any] = optional()
+    """The bundles as stored: id -> {content, enabled, author, message, created_at,
+    updated_at}."""
+    items: list[PolicyBundleItem] = optional()
+    updated_at: str | None = optional()
+    """When the bundles last changed; null when none was ever written."""
+
+
+class PolicyBundle(PolicyBundleItem):
+    content: str = optional()
+    """The bundle's policy YAML."""
+
+
+class PolicyBundleWritten(Body):
+    id: str = optional()
+    updated_at: str = optional()
+    enabled: bool = optional()
+    """false: stored as a draft, in force once published."""
+
+
+class PolicySnapshotSummary(Body):
+    id: str = optional()
+    """``<RFC 3339>-<first 10 hex of the SHA-256 of the bundles' canonical JSON>``."""
+    created_at: str = optional()
+    note: str = optional()
+    author: str = optional()
+    bundle_ids: list[str] = optional()
+
+
+class PolicySnapshotList(Body):
+    items: list[PolicySnapshotSummary] = optional()
+    """Newest first, at most 10."""
+
+
+class PolicySnapshot(PolicySnapshotSummary):
+    bundles: dict[str, Any] = optional()
+    """The bundles map as it was."""
+
+
+class PolicyPublishResult(Body):
+    snapshot_before: str = optional()
+    """"" when there were no bundles."""
+    snapshot_after: str = optional()
+    published: list[str] = optional()
+
+
+class PolicyRollbackResult(Body):
+    snapshot_before: str = optional()
+    snapshot_after: str = optional()
+    rollback_to: str = optional()
+
+
+class PolicyAuditEntry(Body):
+    id: str = optional()
+    action: str = optional()
+    """edit, delete, snapshot, publish or rollback."""
+    resource_type: str = optional()
+    resource_id: str = optional()
+    actor_id: str = optional()
+    """The principal id of the caller's key (never taken from a body)."""
+    actor_tenant: str = optional()
+    role: str = optional()
+    bundle_ids: list[str] = optional()
+    message: str = optional()
+    snapshot_before: str = optional()
+    snapshot_after: str = optional()
+    revision: int = optional()
+    created_at: str = optional()
+
+
+class PolicyAuditPage(Body):
+    items: list[PolicyAuditEntry] = optional()
+    total: int = optional()
+    has_more: bool = optional()
+    offset: int = optional()
+
+
+class PolicyRuleList(Body):
+    items: list[dict[str, Any]] = optional()
+    """Each rule as its bundle writes it, with ``source`` {bundle_id, fragment_id,
+    enabled, sha256}."""
+    errors: list[dict[str, Any]] = optional()
+    """Bundles whose content could not be read; absent when there are none."""
+
+
+class PolicyKernelSnapshots(Body):
+    snapshots: list[str] = optional()
+    """The kernel's policy snapshots, the one in force first."""
+
+
+def _camel(name: str, description: str) -> Any:
+    return Field(default=None, alias=name, json_schema_extra=no_default,
+                 description=description)
+
+
+class PolicyDecision(Body):
+    """The kernel's PolicyCheckResponse as protojson (Cordum's names), plus ``rule_id``
+    and ``policy_snapshot``."""
+
+    decision: str = optional()
+    """DECISION_TYPE_ALLOW, _DENY, _REQUIRE_HUMAN, _THROTTLE or _ALLOW_WITH_CONSTRAINTS."""
+    reason: str = optional()
+    rule_id_camel: str = _camel("ruleId", "The rule (or gate) that decided.")
+    policy_snapshot_camel: str = _camel("policySnapshot", "The policy that decided.")
+    approval_required: bool = _camel("approvalRequired", "A person must approve the job.")
+    approval_ref: str = _camel("approvalRef", "The job id, when approval is required.")
+    redacted_context_ptr: str = _camel("redactedContextPtr", "Unused here.")
+    constraints: dict[str, Any] | None = optional()
+    remediations: list[dict[str, Any]] = optional()
+    rule_id: str = optional()
+    """ruleId again, as cordum-sdk reads it."""
+    policy_snapshot: str = optional()
+    """policySnapshot again, as cordum-sdk reads it."""
