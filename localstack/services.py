@@ -229,6 +229,8 @@ def ensure_redis_users(url: str, previous: dict[str, str]) -> dict[str, str]:
     return values
 
 
+KERNEL_REDIS_URL = "REDIS_CORDUM_KERNEL_URL"
+"""Env-file value: the URL the safety kernel connects with, as the kernel's ACL user."""
 WORKER_REDIS_URL = "REDIS_CORDUM_WORKER_URL"
 """Env-file value: the URL the echo worker connects with, as the workers' ACL user."""
 STREAM_REDIS_URL = "REDIS_CORDUM_STREAM_URL"
@@ -292,6 +294,10 @@ def start_services(values: dict[str, str], outputs: dict[str, str]) -> None:
         "console": [py, str(WEB_CONSOLE)],
     }
     own_env = {
+        # The kernel counts its velocity windows and reads the policy bundles only
+        # (cordum.redis_acl.KERNEL), as on AWS; NATS_URL (shared) brings it
+        # sys.config.changed, so a bundle change is in force within a moment.
+        "safety-kernel": {"REDIS_URL": values.get(KERNEL_REDIS_URL) or env["REDIS_URL"]},
         # The worker reads ctx:* and writes res:* only (cordum.redis_acl.WORKERS).
         "echo-worker": {"WORKER_ID": echo_worker_id(),
                         "REDIS_URL": values.get(WORKER_REDIS_URL) or env["REDIS_URL"]},

@@ -61,6 +61,7 @@ DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 TENANT = "default"
 ADMIN_PRINCIPAL = "local-admin"
 APPROVER_PRINCIPAL = "local-approver"
+PLATFORM_PRINCIPAL = "local-policy-owner"
 """A second admin: approving a job takes another identity than the one that submitted it."""
 OTHER_TENANT = "tenant-b"
 """The tenant of CORDUM_OTHER_TENANT_KEY, a user key that must never see ``default``'s work."""
@@ -95,6 +96,10 @@ def api_keys(values: dict[str, str]) -> str:
          "principal_id": ADMIN_PRINCIPAL},
         {"key": values["CORDUM_APPROVER_KEY"], "tenant": TENANT, "role": "admin",
          "principal_id": APPROVER_PRINCIPAL},
+        # The platform's policy owner: bundles govern every tenant, so only a key of
+        # every tenant ("*") may change them (docs/policy.md).
+        {"key": values["CORDUM_PLATFORM_KEY"], "tenant": "*", "role": "admin",
+         "principal_id": PLATFORM_PRINCIPAL},
         # A user of a second tenant: what tenant isolation is shown with.
         {"key": values["CORDUM_OTHER_TENANT_KEY"], "tenant": OTHER_TENANT, "role": "user",
          "principal_id": "other-tenant-user"},
@@ -205,6 +210,8 @@ def up(run_demo: bool = True) -> dict[str, str]:
         "CORDUM_APPROVER_KEY": previous.get("CORDUM_APPROVER_KEY")
         or "ck_" + secrets.token_hex(16),
         "CORDUM_OTHER_TENANT_ID": OTHER_TENANT,
+        "CORDUM_PLATFORM_KEY": previous.get("CORDUM_PLATFORM_KEY")
+        or "ck_" + secrets.token_hex(16),
         "CORDUM_OTHER_TENANT_KEY": previous.get("CORDUM_OTHER_TENANT_KEY")
         or "ck_" + secrets.token_hex(16),
     }
