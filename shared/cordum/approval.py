@@ -56,11 +56,6 @@ def job_hash(req: protocol.JobRequest) -> str:
     return hashlib.sha256(clone.SerializeToString(deterministic=True)).hexdigest()
 
 
-def snapshot_base(snapshot: str) -> str:
-    """A policy snapshot id up to its first ``|`` (the part that names the policy)."""
-    return snapshot.split("|", 1)[0]
-
-
 def is_gated(meta: Mapping[str, str]) -> bool:
     """Whether the kernel's recorded verdict asked for a human."""
     return (meta.get("safety_decision") == "REQUIRE_APPROVAL"
@@ -73,8 +68,12 @@ def is_approved(meta: Mapping[str, str]) -> bool:
 
 
 def same_policy(snapshot: str, other: str) -> bool:
-    """Whether two policy snapshots name the same policy (the part before ``|``)."""
-    return snapshot_base(snapshot) == snapshot_base(other)
+    """Whether two policy snapshots name the same policy in force: the base file and
+    the bundles (``<base>|cfg:<hash>``, cordum.safety.bundles). Cordum compares the
+    base alone, so a job approved before a bundle denied its topic would still run;
+    here a bundle change between the verdict and the approval is a stale snapshot,
+    and one after it sends the job back to the kernel at dispatch."""
+    return snapshot == other
 
 
 def grant_record(meta: Mapping[str, str], snapshot: str) -> dict[str, str]:

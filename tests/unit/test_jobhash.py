@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cordum import protocol
-from cordum.approval import job_hash, snapshot_base
+from cordum.approval import job_hash, same_policy
 
 
 def request(**labels: str) -> protocol.JobRequest:
@@ -38,5 +38,8 @@ def test_label_order_never_changes_the_hash(labels):
     assert job_hash(a) == job_hash(b)
 
 
-def test_snapshot_base():
-    assert snapshot_base("v7|rev3") == "v7" and snapshot_base("v7") == "v7"
+def test_an_approval_binds_the_bundles_in_force_too():
+    # A bundle published after the verdict changes the policy the approval was for.
+    assert same_policy("sha256:ab|cfg:1", "sha256:ab|cfg:1")
+    assert not same_policy("sha256:ab|cfg:1", "sha256:ab|cfg:2")
+    assert not same_policy("sha256:ab", "sha256:ab|cfg:2")

@@ -34,7 +34,6 @@ from cordum.approval import (
     is_gated,
     job_hash,
     same_policy,
-    snapshot_base,
 )
 from cordum.gateway.approvals.views import (
     APPROVAL_ITEM_FIELDS,
@@ -225,8 +224,7 @@ class ApprovalService:
             return stored
         if not same_policy(current, stored):
             raise Conflict(f"policy changed since the job was gated (was "
-                           f"{snapshot_base(stored)}, now {snapshot_base(current)}); "
-                           "resubmit", STALE_SNAPSHOT)
+                           f"{stored}, now {current}); resubmit", STALE_SNAPSHOT)
         return stored
 
     # -------------------------------------------------------------- decisions
