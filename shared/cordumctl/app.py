@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from cordumctl.commands import approvals, dlq, events, jobs, runs, system, workflows
+from cordumctl.commands import approvals, dlq, events, jobs, policy, runs, system, workflows
 from cordumctl.errors import CliError, ExitCode
 from cordumctl.output import Format, shown
 from cordumctl.session import Options, Runtime, Session
@@ -135,6 +135,7 @@ app.command("status")(system.status)
 app.add_typer(workflows.app, name="workflows")
 app.add_typer(runs.app, name="runs")
 app.command("events")(events.events)
+app.add_typer(policy.app, name="policy")
 
 
 @app.callback()
