@@ -172,7 +172,10 @@ def test_lines_come_as_events_do_and_ctrl_c_ends_the_tail_with_exit_0(
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from cordumctl.app import main; sys.exit(main())",
          "-o", "json", "events"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-        cwd=REPO)
+        cwd=REPO,
+        # As from a terminal: a suite started as a background job of a script inherits
+        # SIGINT ignored, its children too, and Python then never raises KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         # When two events have come, Then both lines are out while it still runs
         assert proc.stdout is not None
