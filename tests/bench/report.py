@@ -295,6 +295,14 @@ def item_details(result: dict[str, Any]) -> list[str]:
                   + "."]
     if result["item"] == "stream" and info.get("service"):
         lines += stream_details(info)
+    if result["item"] == "policy_replay" and info:
+        lines += ["", f"{info['jobs']:,} SUCCEEDED jobs of one tenant, each with its stored "
+                      f"request, in a redis-server of the benchmark's own; one job in ten "
+                      f"changes under the candidate. The replay follows its cursors in "
+                      f"{info['calls']} calls of max_jobs {info['max_jobs']:,}; the floor "
+                      f"reads the same metas and requests, {info['batch']} jobs a pipelined "
+                      f"round trip, from ids known beforehand, and evaluates each with "
+                      f"nothing else."]
     if result["item"] == "cold_start" and info:
         lines += ["", f"Interpreter: {info.get('python')}; Lambda runtime folder (boto3, "
                       f"awslambdaric): {info.get('runtime_dir')}; layer files: "

@@ -8,6 +8,9 @@ snapshot, publish, rollback) needs both
   bound to one tenant, its admin's included, never changes the policy every other
   tenant runs under.
 
+Replay and analytics read the caller's own tenant's jobs only (:func:`jobs_tenant`):
+replay takes what simulate takes, analytics what a read takes.
+
 Reads of bundles, rules, snapshots and the audit take role ``admin``,
 ``policy.read`` or ``policy.write`` in any tenant (a tenant's admin may see the
 policy it runs under). Asking the kernel (evaluate, simulate, explain) takes role
@@ -66,3 +69,30 @@ def system_writer(event: BaseProxyEvent) -> Principal:
         raise Forbidden("the policy governs every tenant: changing it takes a key whose "
                         "tenant is *", "policy_write_requires_any_tenant_key") from None
     return who
+
+
+def reaches_every_tenant(event: BaseProxyEvent) -> bool:
+    """Whether the caller's key may act for a tenant no key is bound to (its tenant is *)."""
+    probe = {**headers(event), "x-tenant-id": PROBE_TENANT_PREFIX + uuid.uuid4().hex}
+    probe.pop("x-cordum-tenant", None)
+    try:
+        deps.authenticator().authenticate(probe)
+    except Forbidden:
+        return False
+    return True
+
+
+def jobs_tenant(event: BaseProxyEvent, who: Principal, *named: str) -> str:
+    """The tenant whose jobs a replay or analytics call reads: the caller's own. A key for
+    every tenant must name it (X-Tenant-ID; 403 ``tenant_required`` otherwise); a tenant
+    ``named`` in the body that is not it is 403 ``tenant_access_denied``."""
+    hdrs = headers(event)
+    named_by_header = (hdrs.get("x-tenant-id", "").strip()
+                       or hdrs.get("x-cordum-tenant", "").strip())
+    if not named_by_header and reaches_every_tenant(event):
+        raise Forbidden("a key for every tenant must name the tenant whose jobs it reads "
+                        "with X-Tenant-ID", "tenant_required")
+    if any(t.strip() and t.strip() != who.tenant for t in named):
+        raise Forbidden("tenant access denied", "tenant_access_denied")
+    return who.tenant
+

@@ -182,3 +182,73 @@ class BundleSimulate(BaseModel):
         if value is not None and len(value.encode()) > MAX_BUNDLE_BYTES:
             raise ValueError(f"larger than {MAX_BUNDLE_BYTES} bytes")
         return value
+
+
+# -- replay and analytics ---------------------------------------------------------------
+
+MAX_REPLAY_JOBS = 1000
+"""Jobs one replay call looks at, at most (``max_jobs`` is cut to it)."""
+DEFAULT_REPLAY_JOBS = 500
+MAX_CHANGES_PAGE = 1000
+DEFAULT_CHANGES_PAGE = 100
+
+
+class ReplayFilters(BaseModel):
+    model_config = _OPEN
+
+    tenant: str = _text("Only the caller's tenant, or absent: another tenant is 403.")
+    topic_pattern: str = _text("A glob over the job's topic (job.bank.*).")
+    original_decision: str = _text("Only jobs whose recorded decision was this one "
+                                   "(ALLOW, DENY, REQUIRE_APPROVAL, THROTTLE, "
+                                   "ALLOW_WITH_CONSTRAINTS; any case).")
+
+
+class _Window(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True,
+                              json_schema_extra={"additionalProperties": True})
+
+    from_: str = Field(alias="from", description="RFC 3339; the window's start (inclusive).")
+    to: str = Field(description="RFC 3339; the window's end (inclusive), at most 7 days "
+                                "after from.")
+    tenant: str = _text("Only the caller's tenant, or absent: another tenant is 403.")
+
+
+class ReplayRequest(_Window):
+    """POST /api/v1/policy/replay."""
+
+    filters: ReplayFilters = Field(default_factory=ReplayFilters, json_schema_extra=no_default)
+    candidate_bundle_id: str = _text("The bundle replaced (or added) by candidate_content, "
+                                     "in force; alone, that stored bundle put in force.")
+    candidate_content: str | None = Field(default=None, json_schema_extra=no_default,
+                                          description="A bundle's YAML to replay (at most "
+                                                      "256 KiB).")
+    use_current_policy: bool = Field(default=False, json_schema_extra=no_default,
+                                     description="Replay the policy in force.")
+    max_jobs: int = Field(default=DEFAULT_REPLAY_JOBS, ge=1, json_schema_extra=no_default,
+                          description="Jobs this call looks at (500; cut to 1000).")
+    limit: int = Field(default=DEFAULT_CHANGES_PAGE, ge=1, json_schema_extra=no_default,
+                       description="Changes this call answers at most (100; cut to 1000).")
+    cursor: str = _text("next_cursor of the previous call: the scan goes on from there.")
+
+    @field_validator("candidate_content")
+    @classmethod
+    def _bounded(cls, value: str | None) -> str | None:
+        if value is not None and len(value.encode()) > MAX_BUNDLE_BYTES:
+            raise ValueError(f"larger than {MAX_BUNDLE_BYTES} bytes")
+        return value
+
+    @field_validator("max_jobs")
+    @classmethod
+    def _jobs(cls, value: int) -> int:
+        return min(value, MAX_REPLAY_JOBS)
+
+    @field_validator("limit")
+    @classmethod
+    def _page(cls, value: int) -> int:
+        return min(value, MAX_CHANGES_PAGE)
+
+
+class AnalyticsRequest(_Window):
+    """POST /api/v1/policy/analytics."""
+
+    rule_filter: str = _text("Only this rule id.")

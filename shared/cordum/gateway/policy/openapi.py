@@ -1,6 +1,6 @@
 """The policy operations of the gateway's OpenAPI document: bundles, their snapshots,
-publish, rollback, audit, rules, and the kernel's evaluate, simulate, explain and
-snapshots."""
+publish, rollback, audit, rules, the kernel's evaluate, simulate, explain and
+snapshots, and replay and analytics of the caller's tenant's jobs."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ READ = (400, *AUTHENTICATED)
 WRITE = (400, 404, 409, *AUTHENTICATED)
 ASK = (400, *AUTHENTICATED)
 KERNEL = {503: codes(("kernel_unavailable",))}
+JOBS_FORBIDDEN = codes(("forbidden", "tenant_access_denied", "tenant_required"))
 
 
 def _write(method: str, path: str, op_id: str, summary: str, ok: object,
@@ -86,6 +87,19 @@ PART = ApiPart(
         Operation("get", "/api/v1/policy/snapshots", "listPolicySnapshots",
                   "The kernel's policy snapshots", TAG, s.PolicyKernelSnapshots,
                   errors=AUTHENTICATED, notes=KERNEL),
+        Operation("post", "/api/v1/policy/replay", "replayPolicy",
+                  "Decide the tenant's recorded jobs again under a policy", TAG,
+                  s.PolicyReplayResult, body=models.ReplayRequest,
+                  errors=(400, 404, *AUTHENTICATED),
+                  notes={400: INVALID + ", invalid_request", 403: JOBS_FORBIDDEN,
+                         404: codes(("bundle_not_found",)),
+                         503: codes(("base_policy_unavailable",))}),
+        Operation("post", "/api/v1/policy/analytics", "policyAnalytics",
+                  "Hits, approvals and approval latency of each rule over the tenant's jobs",
+                  TAG, s.PolicyAnalyticsResult, body=models.AnalyticsRequest,
+                  errors=READ,
+                  notes={400: codes(("invalid_analytics_window", "invalid_request",
+                                     "invalid_json")), 403: JOBS_FORBIDDEN}),
     ),
     tags=((TAG, "The system policy's bundles and their governance (changes need a key "
                 "for every tenant), and questions to the safety kernel."),),

@@ -1,6 +1,7 @@
 """The policy routes (docs/http-api.md, "Policy governance"): the system policy's
 bundles, their snapshots, publish, rollback and audit; the kernel's evaluate,
-simulate, explain, snapshots; the rules of the bundles.
+simulate, explain, snapshots; the rules of the bundles; replay and analytics of the
+caller's tenant's jobs.
 
 Who may do what: :mod:`cordum.gateway.policy.access`. A ``~`` in a bundle id of a path
 stands for ``/``; ``?bundle_id=`` names the bundle instead when given.
@@ -23,10 +24,12 @@ from cordum.gateway.policy import access
 from cordum.gateway.policy.kernel import GrpcPolicyKernel, Mode, PolicyQuestions
 from cordum.gateway.policy.models import (
     MAX_BODY_BYTES,
+    AnalyticsRequest,
     BundleSimulate,
     BundleWrite,
     PolicyCheck,
     PublishRequest,
+    ReplayRequest,
     RollbackRequest,
     SnapshotCreate,
 )
@@ -222,3 +225,36 @@ def explain_policy() -> Response:
 def kernel_snapshots() -> Response:
     access.reader(router.current_event)
     return json_response(200, runtime.run(questions().snapshots()))
+
+
+# -- replay and analytics of the caller's tenant's jobs ---------------------------------
+
+@router.post("/api/v1/policy/replay")
+def replay_policy() -> Response:
+    from cordum.gateway.policy.replay import PolicyReplay, replay_policy
+
+    event = router.current_event
+    who = access.asker(event)
+    body = ReplayRequest.model_validate(_body(event))
+    tenant = access.jobs_tenant(event, who, body.tenant, body.filters.tenant)
+    redis = deps.redis()
+
+    async def answer() -> dict[str, Any]:
+        policy = await replay_policy(PolicyStore(redis), _base_file, body)
+        return await PolicyReplay(redis, policy, tenant).run(
+            body, deadline=runtime.lambda_deadline(router.lambda_context))
+
+    return json_response(200, runtime.run(answer()))
+
+
+@router.post("/api/v1/policy/analytics")
+def policy_analytics() -> Response:
+    from cordum.gateway.policy.analytics import PolicyAnalytics
+
+    event = router.current_event
+    who = access.reader(event)
+    body = AnalyticsRequest.model_validate(_body(event))
+    tenant = access.jobs_tenant(event, who, body.tenant)
+    work = PolicyAnalytics(deps.redis(), tenant).run(
+        body, deadline=runtime.lambda_deadline(router.lambda_context))
+    return json_response(200, runtime.run(work))

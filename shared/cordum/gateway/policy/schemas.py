@@ -143,3 +143,114 @@ class PolicyDecision(Body):
     """ruleId again, as cordum-sdk reads it."""
     policy_snapshot: str = optional()
     """policySnapshot again, as cordum-sdk reads it."""
+
+
+# -- replay and analytics ---------------------------------------------------------------
+
+class PolicyTimeRange(Body):
+    from_: str = Field(default="", alias="from", json_schema_extra=no_default)
+    to: str = optional()
+
+
+class PolicyReplaySummary(Body):
+    total_jobs: int = optional()
+    """Jobs of the tenant looked at that passed the filters."""
+    evaluated: int = optional()
+    escalated: int = optional()
+    relaxed: int = optional()
+    unchanged: int = optional()
+    errored: int = optional()
+    """Jobs whose stored request could not be read."""
+    scanned: int = optional()
+    """Index entries looked at (the max_jobs bound counts these)."""
+
+
+class PolicyRuleHit(Body):
+    rule_id: str = optional()
+    decision: str = optional()
+    count: int = optional()
+
+
+class PolicyReplayChange(Body):
+    job_id: str = optional()
+    topic: str = optional()
+    tenant: str = optional()
+    original_decision: str = optional()
+    """What the policy recorded (empty: ALLOW; an approved job's: REQUIRE_APPROVAL)."""
+    new_decision: str = optional()
+    new_rule_id: str = optional()
+    new_reason: str = optional()
+    direction: str = optional()
+    """escalated or relaxed."""
+    kind: str = optional()
+    """allow_to_deny, deny_to_allow, newly_gated (now REQUIRE_APPROVAL) or other."""
+    at: str | None = optional()
+    """The job's last state change (the window is over these)."""
+
+
+class PolicyReplayResult(Body):
+    replay_id: str = optional()
+    policy_snapshot: str = optional()
+    tenant: str = optional()
+    time_range: PolicyTimeRange = optional()
+    summary: PolicyReplaySummary = optional()
+    """This call's jobs only: a client sums the pages."""
+    rule_hits: list[PolicyRuleHit] = optional()
+    """Most hits first."""
+    changes: list[PolicyReplayChange] = optional()
+    """Newest job first, at most ``limit``."""
+    warnings: list[str] = optional()
+    errors: list[dict[str, Any]] = optional()
+    truncated: bool = optional()
+    """A bound stopped the scan: continue with next_cursor."""
+    stopped_by: str | None = optional()
+    """limit, max_jobs or deadline; null when the window was read to its end."""
+    next_cursor: str | None = optional()
+    order: str = optional()
+    """newest_first."""
+
+
+class PolicyLatencyBucket(Body):
+    le_ms: int | None = optional()
+    """The bucket's upper bound; null for +inf."""
+    count: int = optional()
+    """Answers at or under le_ms (cumulative)."""
+
+
+class PolicyRuleAnalytics(Body):
+    rule_id: str = optional()
+    hit_count: int = optional()
+    approval_count: int = optional()
+    """Jobs the rule sent to a person."""
+    approved_count: int = optional()
+    rejected_count: int = optional()
+    override_count: int = optional()
+    """Approvals: a person let run what the policy held back."""
+    override_rate: float = optional()
+    avg_approval_latency_ms: float | None = optional()
+    approval_latency_histogram: list[PolicyLatencyBucket] = optional()
+    daily_hits: list[dict[str, Any]] = optional()
+
+
+class PolicyAnalyticsSummary(Body):
+    total_rules: int = optional()
+    total_hits: int = optional()
+    approvals_asked: int = optional()
+    approved: int = optional()
+    rejected: int = optional()
+    total_overrides: int = optional()
+    override_rate: float = optional()
+    avg_approval_latency_ms: float | None = optional()
+    approval_latency_histogram: list[PolicyLatencyBucket] = optional()
+    highest_override_rule_id: str | None = optional()
+
+
+class PolicyAnalyticsResult(Body):
+    tenant: str = optional()
+    time_range: PolicyTimeRange = optional()
+    rules: list[PolicyRuleAnalytics] = optional()
+    """Most hits first."""
+    summary: PolicyAnalyticsSummary = optional()
+    scanned: int = optional()
+    truncated: bool = optional()
+    """More than 10,000 jobs, or the time bound: the figures cover the newest ones."""
