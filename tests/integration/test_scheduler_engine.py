@@ -603,9 +603,11 @@ def test_approved_job_skips_the_kernel_only_when_bound_to_hash_and_snapshot(harn
         await h.add_worker()
         gated = await h.engine.handle_request(h.request())
         forged = await h.engine.handle_request(approved())  # labels, no record: re-check
-        await record("snap-B|1")
-        stale = await h.engine.handle_request(approved())  # another policy: re-check
+        # Another file, or the same file with other bundles in force since the verdict
+        # ("snap-A|1"): the approval was not for this policy, re-check.
         await record("snap-A|2")
+        stale = await h.engine.handle_request(approved())
+        await record("snap-A|1")
         tampered = await h.engine.handle_request(approved("x"))  # hash differs
         ok = await h.engine.handle_request(approved())
         return gated, forged, stale, tampered, ok
