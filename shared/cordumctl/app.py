@@ -21,7 +21,7 @@ from cordumctl.output import Format, shown
 from cordumctl.session import Options, Runtime, Session
 
 HELP = """Operate Cordum from the command line: jobs, approvals, the DLQ, workers,
-health, workflows with their runs, and the live event stream.
+health, workflows with their runs, the live event stream, and the policy.
 
 The API's URL, key and tenant come together from one place, never mixed:
 --url/--key/--tenant, else CORDUM_API_URL, CORDUM_API_KEY and CORDUM_TENANT_ID, else
