@@ -105,46 +105,12 @@ class KernelPolicy(Construct):
                 self, "DeployLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
             ),
         )
-        self._acknowledge_deployment()
+        acknowledge_bucket_deployment(self.deployment, self.bucket, DEPLOYMENT_GRANTS_REASON)
         self.digest = policy_digest(policy_file)
         # Through the deployment's bucket: the reader depends on the object being there.
         bucket_name = self.deployment.deployed_bucket.bucket_name
         self.uri = f"s3://{bucket_name}/{POLICY_KEY}"
         """``s3://<bucket>/safety.yaml``: the kernel's CORDUM_POLICY_URI."""
-
-    def _acknowledge_deployment(self) -> None:
-        """cdk-nag on CDK's copy function and its role: the findings CDK's own grants
-        and runtime raise, each acknowledged by name."""
-        bucket_id = Stack.of(self).resolve(
-            Stack.of(self).get_logical_id(self.bucket.node.default_child)  # type: ignore[arg-type]
-        )
-        qualifier = (
-            self.node.try_get_context(BOOTSTRAP_QUALIFIER_CONTEXT) or DEFAULT_BOOTSTRAP_QUALIFIER
-        )
-        stack = Stack.of(self)
-        # cdk-nag names the assets bucket as the template does: literal account and
-        # region when the stack has them, pseudo parameters otherwise.
-        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
-        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
-        findings = {
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-            "AWSLambdaBasicExecutionRole]": DEPLOYMENT_LOGS_REASON,
-            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]": DEPLOYMENT_GRANTS_REASON,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-"
-            f"{qualifier}-assets-{account}-{region}/*]": DEPLOYMENT_GRANTS_REASON,
-            **{f"AwsSolutions-IAM5[Action::{a}]": DEPLOYMENT_GRANTS_REASON
-               for a in DEPLOYMENT_WILDCARD_ACTIONS},
-        }
-        for rule, reason in findings.items():
-            Validations.of(self.deployment.handler_role).acknowledge(
-                Acknowledgment(id=rule, reason=reason)
-            )
-        # The copy function is a singleton of the stack, not a child of this construct.
-        for child in stack.node.children:
-            if child.node.id.startswith("Custom::CDKBucketDeployment"):
-                Validations.of(child).acknowledge(
-                    Acknowledgment(id="AwsSolutions-L1", reason=DEPLOYMENT_RUNTIME_REASON)
-                )
 
     def environment(self) -> dict[str, str]:
         """The kernel's variables: where its policy is, and which content it holds."""
@@ -158,3 +124,34 @@ class KernelPolicy(Construct):
                 resources=[self.bucket.arn_for_objects(POLICY_KEY)],
             )
         )
+
+
+def acknowledge_bucket_deployment(deployment: s3deploy.BucketDeployment, bucket: s3.IBucket,
+                                  grants_reason: str) -> None:
+    """cdk-nag on CDK's copy function (a singleton per memory size) and its role: its
+    managed logs policy, the object wildcards CDK grants on the assets bucket and
+    ``bucket`` (``grants_reason`` says why the copy needs them), and its runtime, which
+    CDK chooses; each finding acknowledged by name."""
+    stack = Stack.of(deployment)
+    bucket_id = stack.resolve(stack.get_logical_id(bucket.node.default_child))  # type: ignore[arg-type]
+    qualifier = (deployment.node.try_get_context(BOOTSTRAP_QUALIFIER_CONTEXT)
+                 or DEFAULT_BOOTSTRAP_QUALIFIER)
+    # cdk-nag names the assets bucket as the template does: literal account and region
+    # when the stack has them, pseudo parameters otherwise.
+    account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
+    region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+    findings = {
+        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+        "AWSLambdaBasicExecutionRole]": DEPLOYMENT_LOGS_REASON,
+        f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]": grants_reason,
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-"
+        f"{qualifier}-assets-{account}-{region}/*]": grants_reason,
+        **{f"AwsSolutions-IAM5[Action::{a}]": grants_reason for a in DEPLOYMENT_WILDCARD_ACTIONS},
+    }
+    for rule, reason in findings.items():
+        Validations.of(deployment.handler_role).acknowledge(Acknowledgment(id=rule, reason=reason))
+    # The copy function is a singleton of the stack, not a child of the deployment.
+    for child in stack.node.children:
+        if child.node.id.startswith("Custom::CDKBucketDeployment"):
+            Validations.of(child).acknowledge(
+                Acknowledgment(id="AwsSolutions-L1", reason=DEPLOYMENT_RUNTIME_REASON))

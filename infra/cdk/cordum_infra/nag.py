@@ -5,23 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_cdk import Acknowledgment, CfnElement, Stack, Token, Validations
+from aws_cdk import Acknowledgment, CfnElement, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from cordum_infra.functions import RESULT, SAGA_ROLLBACK
-from cordum_infra.kernel_policy import (
-    BOOTSTRAP_QUALIFIER_CONTEXT,
-    DEFAULT_BOOTSTRAP_QUALIFIER,
-    DEPLOYMENT_LOGS_REASON,
-    DEPLOYMENT_RUNTIME_REASON,
-    DEPLOYMENT_WILDCARD_ACTIONS,
-)
+from cordum_infra.kernel_policy import acknowledge_bucket_deployment
 from cordum_infra.kernel_tls import KernelTls
 
 if TYPE_CHECKING:
     from aws_cdk import App
-    from aws_cdk import aws_s3 as s3
-    from aws_cdk import aws_s3_deployment as s3deploy
     from constructs import IConstruct
 
     from cordum_infra.stack import CordumServerlessStack
@@ -252,32 +244,5 @@ def _acknowledge_console(stack: CordumServerlessStack) -> None:
     for rule in rules:
         _acknowledge(console.distribution, rule, CONSOLE_REASONS[rule])
     for deployment in console.deployments:
-        _acknowledge_bucket_deployment(deployment, console.bucket,
-                                       CONSOLE_DEPLOYMENT_GRANTS_REASON)
-
-
-def _acknowledge_bucket_deployment(deployment: s3deploy.BucketDeployment, bucket: s3.IBucket,
-                                   grants_reason: str) -> None:
-    """CDK's copy function (a singleton per memory size) and its role: its managed logs
-    policy, the object wildcards CDK grants on the assets bucket and `bucket`, and its
-    runtime, which CDK chooses."""
-    stack = Stack.of(deployment)
-    bucket_id = stack.resolve(stack.get_logical_id(bucket.node.default_child))  # type: ignore[arg-type]
-    qualifier = (deployment.node.try_get_context(BOOTSTRAP_QUALIFIER_CONTEXT)
-                 or DEFAULT_BOOTSTRAP_QUALIFIER)
-    # cdk-nag names the assets bucket as the template does: literal account and region
-    # when the stack has them, pseudo parameters otherwise.
-    account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
-    region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
-    findings = {
-        LAMBDA_BASIC: DEPLOYMENT_LOGS_REASON,
-        f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]": grants_reason,
-        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-"
-        f"{qualifier}-assets-{account}-{region}/*]": grants_reason,
-        **{f"AwsSolutions-IAM5[Action::{a}]": grants_reason for a in DEPLOYMENT_WILDCARD_ACTIONS},
-    }
-    for rule, reason in findings.items():
-        _acknowledge(deployment.handler_role, rule, reason)
-    for child in stack.node.children:
-        if child.node.id.startswith("Custom::CDKBucketDeployment"):
-            _acknowledge(child, "AwsSolutions-L1", DEPLOYMENT_RUNTIME_REASON)
+        acknowledge_bucket_deployment(deployment, console.bucket,
+                                      CONSOLE_DEPLOYMENT_GRANTS_REASON)

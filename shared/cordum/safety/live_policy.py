@@ -41,7 +41,7 @@ from cordum.safety.bundles import (
     parse_bundles,
     with_bundles,
 )
-from cordum.safety.policy_file import SNAPSHOT_HISTORY
+from cordum.safety.policy_file import remembered
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -226,8 +226,6 @@ class LivePolicy:
         self._bundles = bundles
         if merged.snapshot != self._current.snapshot:
             log.info("policy in force: %s -> %s", self._current.snapshot, merged.snapshot)
-            self._history = [merged.snapshot,
-                             *(s for s in self._history if s != merged.snapshot)]
-            del self._history[SNAPSHOT_HISTORY:]
+            self._history = remembered(self._history, merged.snapshot)
         self._current = merged
         return merged

@@ -33,6 +33,11 @@ SNAPSHOT_HISTORY = 10
 """How many snapshots a :class:`Policy` remembers (ListSnapshots reports them)."""
 
 
+def remembered(history: list[str], snapshot: str) -> list[str]:
+    """``history`` with ``snapshot`` first (once), at most :data:`SNAPSHOT_HISTORY`."""
+    return [snapshot, *(s for s in history if s != snapshot)][:SNAPSHOT_HISTORY]
+
+
 class PolicyError(ConfigError):
     """safety.yaml cannot be read or does not describe a valid policy."""
 
@@ -139,9 +144,7 @@ class Policy:
                 return self._current
             if loaded.snapshot != self._current.snapshot:
                 log.info("policy reloaded: %s -> %s", self._current.snapshot, loaded.snapshot)
-                self._history = [loaded.snapshot,
-                                 *(s for s in self._history if s != loaded.snapshot)]
-                del self._history[SNAPSHOT_HISTORY:]
+                self._history = remembered(self._history, loaded.snapshot)
             self._current = loaded
             return loaded
 
