@@ -121,6 +121,17 @@ class ApiClient:
              params: Mapping[str, Any] | None = None,
              headers: Mapping[str, str] | None = None) -> Any:
         """The decoded JSON answer (``None`` for an empty one), after the retries."""
+        return _decode(self._send(method, path, body=body, params=params, headers=headers))
+
+    def get_with_headers(self, path: str, params: Mapping[str, Any] | None = None
+                         ) -> tuple[Any, httpx.Headers]:
+        """The decoded answer of a GET and its headers (where a bare array's page is told)."""
+        response = self._send("GET", path, params=params)
+        return _decode(response), response.headers
+
+    def _send(self, method: str, path: str, *, body: Any = None,
+              params: Mapping[str, Any] | None = None,
+              headers: Mapping[str, str] | None = None) -> httpx.Response:
         query = {k: v for k, v in (params or {}).items() if v is not None and v != ""}
         content = None if body is None else json.dumps(body).encode()
         sent_headers = dict(headers or {})
@@ -136,7 +147,7 @@ class ApiClient:
                 raise UnreachableError(
                     f"cannot reach {self.connection.url}: {type(exc).__name__}: {exc}") from None
             if response.status_code < 400:
-                return _decode(response)
+                return response
             error = api_error(response)
             if response.status_code not in RETRIED_STATUSES or attempt == self.retry.max_attempts:
                 raise error

@@ -70,7 +70,7 @@ def test_a_published_bundle_denies_a_topic_at_submit_and_a_rollback_allows_it(st
 
     status, audit = stack.http("GET", "/api/v1/policy/audit?limit=50", headers=as_owner)
     assert status == 200, audit
-    actions = [(e["action"], e.get("actor_id")) for e in audit["items"]]
+    actions = [(e["action"], e.get("actor_id")) for e in audit]
     assert ("publish", "local-policy-owner") in actions, actions
     assert ("rollback", "local-policy-owner") in actions, actions
     # A tenant's own admin may not change what governs every tenant.

@@ -76,10 +76,15 @@ class Api:
         return body
 
     def audit(self, **query) -> dict:
-        status, body = self.call("GET", "/api/v1/policy/audit", key=READER,
-                                 query={k: str(v) for k, v in query.items()} or None)
+        """The audit page: its bare array of entries, and its place from the headers."""
+        status, body, hdrs = helpers.call(helpers.event(
+            "GET", "/api/v1/policy/audit", key=READER, tenant=self.tenant,
+            query={k: str(v) for k, v in query.items()} or None))
         assert status == 200, body
-        return body
+        assert isinstance(body, list)
+        return {"items": body, "total": int(hdrs["X-Total-Count"]),
+                "has_more": {"true": True, "false": False}[hdrs["X-Has-More"]],
+                "offset": int(hdrs["X-Offset"])}
 
 
 @pytest.fixture
@@ -100,9 +105,11 @@ def test_bundles_are_written_as_drafts_read_and_deleted(api):
     assert body["updated_at"].endswith("Z")
 
     listed = api.bundles()
-    assert set(listed["bundles"]) == {"secops/deny-1"}
-    assert listed["bundles"]["secops/deny-1"]["enabled"] is False
+    [stored] = listed["bundles"]  # a list (cordum-sdk's shape), each with its content
+    assert (stored["id"], stored["enabled"]) == ("secops/deny-1", False)
+    assert stored["content"] == DENY_BUNDLE.format(n=1)
     [item] = listed["items"]
+    assert {k: v for k, v in stored.items() if k != "content"} == item
     assert item["id"] == "secops/deny-1" and item["source"] == "secops"
     assert item["rule_count"] == 1 and len(item["sha256"]) == 64
     assert item["author"] == "root-ops" and item["message"] == "first"
@@ -133,7 +140,8 @@ def test_bundles_are_written_as_drafts_read_and_deleted(api):
 
 
 def test_an_empty_policy_lists_no_bundles_and_no_time(api):
-    assert api.bundles() == {"bundles": {}, "items": [], "updated_at": None}
+    # No time at all rather than null: cordum-sdk parses any value it finds as a time.
+    assert api.bundles() == {"bundles": [], "items": []}
     status, body = api.call("POST", "/api/v1/policy/publish", {})
     assert (status, body["code"]) == (400, "no_policy_bundles")
 

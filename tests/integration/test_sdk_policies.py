@@ -2,30 +2,23 @@
 the published client, over HTTP to a loopback server that hands each request to the
 gateway function as API Gateway would, on the real Redis, NATS and safety kernel.
 
-Each answer is parsed by the client's own generated models. Where a model cannot read
-Cordum's wire shape (which this gateway keeps), the test pins exactly how it fails, so
-a change on either side shows here:
+Each answer is parsed by the client's own generated models, and the values it reads
+are checked. Where Cordum's server answers in a shape the SDK cannot read, this
+gateway answers in one both read (docs/http-api.md, "cordum-sdk"):
 
-- ``list_policy_bundles``: ``bundles`` is Cordum's map (id -> stored bundle); the SDK
-  reads a list of summaries (AttributeError on the first key). ``updated_at`` is null
-  before any bundle was written; the SDK parses it as a time (TypeError).
-- ``evaluate_policy``, ``simulate_policy``, ``explain_policy``,
-  ``simulate_policy_bundle``: ``decision`` is ``DECISION_TYPE_*`` (the kernel's
-  protojson); the SDK's enum knows ALLOW, DENY, QUARANTINE, REQUIRE_APPROVAL only
-  (ValueError). ``rule_id`` and ``policy_snapshot`` are sent beside ``ruleId`` and
-  ``policySnapshot`` for it.
-- ``get_policy_audit``: an object ``{items, total, has_more, offset}``; the SDK reads a
-  bare list (AttributeError).
-- ``list_policy_snapshots``: ``{"snapshots": [...]}`` of strings; the SDK reads a bare
-  list of snapshot objects (AttributeError).
-- ``publish_policy``, ``rollback_policy``: parsed as a ``PolicySnapshot`` whose modelled
-  fields stay unset; the answer's own fields are in ``additional_properties``.
-- The SDK puts a bundle id in the path as given: ``/`` must be written ``~``.
+- ``decision`` is the short name (``ALLOW``, ``REQUIRE_APPROVAL`` ...), the protojson
+  name in ``decision_type``; ``rule_id`` and ``policy_snapshot`` beside ``ruleId`` and
+  ``policySnapshot``;
+- the bundle list's ``bundles`` is a list (each with its content), not a map; a time
+  that does not exist is left out, not null;
+- the audit and the kernel's snapshots are bare arrays (the audit's page in headers);
+- publish and rollback carry the snapshot in force after them as ``id``,
+  ``created_at``, ``author``, ``note`` and ``bundle_ids``.
 
-None of these can be mended by adding a field: each is the type or the value of a field
-Cordum's clients read as it is. The bundle writes and reads, the bundle snapshots,
-rules, replay and analytics parse with the values sent; the velocity-rule and
-output-rule calls have no route here (404).
+One answer remains the SDK cannot read: its decision enum has no THROTTLE or
+ALLOW_WITH_CONSTRAINTS, and a decision of either is sent under its own name (a test
+pins the ValueError). The velocity-rule and output-rule calls have no route here (404).
+The SDK puts a bundle id in the path as given: ``/`` must be written ``~``.
 """
 
 from __future__ import annotations
@@ -45,14 +38,18 @@ from cordum_sdk import CordumClient
 from cordum_sdk._generated.models import (
     CreateBundleSnapshotBody,
     ListBundleSnapshotsResponse200,
+    ListPolicyBundlesResponse200,
     ListPolicyRulesResponse200,
     OutputRule,
     PolicyAnalyticsBody,
     PolicyAnalyticsResponse200,
+    PolicyAuditEntry,
     PolicyBundleDetail,
     PolicyBundleSummary,
     PolicyCheckRequest,
     PolicyCheckRequestLabels,
+    PolicyCheckResponse,
+    PolicyCheckResponseDecision,
     PolicyReplayRequest,
     PolicyReplayResponse,
     PolicySnapshot,
@@ -77,6 +74,14 @@ from tests.integration.test_gateway_policy import (
     forget_policy,
 )
 
+THROTTLE_BUNDLE = """\
+rules:
+  - id: bundle-throttle-slow
+    match:
+      topics: [job.policytest.slow]
+    decision: throttle
+    reason: slow down
+"""
 SNAPSHOT_ID = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ-[0-9a-f]{10}$")
 
 
@@ -194,21 +199,20 @@ def test_a_bundle_id_with_a_slash_must_be_written_with_a_tilde(sdk: Sdk) -> None
     assert raised.value.payload["error"] == "not found"
 
 
-def test_the_bundle_list_is_cordums_map_which_the_sdk_reads_as_a_list(sdk: Sdk) -> None:
-    # Before any bundle was written, updated_at is null: the SDK parses it as a time.
-    with pytest.raises(TypeError):
-        sdk.reader.policies.list_policy_bundles()
-    sdk.put("secops~sdk", DENY_BUNDLE.format(n=1), message="m")
-    # `bundles` is Cordum's map; the SDK iterates it as a list of summaries.
-    with pytest.raises(AttributeError, match="'str' object has no attribute 'copy'"):
-        sdk.reader.policies.list_policy_bundles()
-    # The same answer's `items` are the SDK's summaries, field for field.
-    raw = sdk.reader.request("GET", "/api/v1/policy/bundles",
-                             headers={"X-Tenant-ID": sdk.api.tenant})
-    [item] = [PolicyBundleSummary.from_dict(i) for i in raw["items"]]
-    assert (item.id, item.enabled, item.source, item.rule_count, item.author, item.message) \
-        == ("secops/sdk", False, "secops", 1, "root-ops", "m")
-    assert isinstance(item.updated_at, datetime)
+def test_the_bundle_list_parses_before_and_after_a_bundle_is_written(sdk: Sdk) -> None:
+    empty = sdk.reader.policies.list_policy_bundles()
+    assert isinstance(empty, ListPolicyBundlesResponse200)
+    assert (empty.bundles, empty.items, empty.updated_at) == ([], [], UNSET)
+    written = sdk.put("secops~sdk", DENY_BUNDLE.format(n=1), message="m")
+    listed = sdk.reader.policies.list_policy_bundles()
+    assert listed.updated_at == written.updated_at
+    for item in (*listed.items, *listed.bundles):
+        assert isinstance(item, PolicyBundleSummary)
+        assert (item.id, item.enabled, item.source, item.rule_count, item.author,
+                item.message) == ("secops/sdk", False, "secops", 1, "root-ops", "m")
+        assert item.updated_at == written.updated_at
+    # The content a client of Cordum's map read is in the list's entries.
+    assert listed.bundles[0]["content"] == DENY_BUNDLE.format(n=1)
 
 
 # -- snapshots, publish, rollback -----------------------------------------------------------
@@ -233,34 +237,45 @@ def test_snapshots_are_taken_listed_and_found_through_the_sdk(sdk: Sdk) -> None:
         sdk.reader.policies.get_bundle_snapshot("missing")
 
 
-def test_publish_and_rollback_parse_with_their_fields_as_extras(sdk: Sdk) -> None:
+def test_publish_and_rollback_parse_as_the_snapshot_in_force(sdk: Sdk) -> None:
     sdk.put("secops~a", DENY_BUNDLE.format(n="a"))
     sdk.put("secops~b", DENY_BUNDLE.format(n="b"))
     published = sdk.root.policies.publish_policy(body=PublishPolicyRequest(
         bundle_ids=["secops/a"], author="not-me", message="go"))
     assert isinstance(published, PolicySnapshot)
-    assert (published.id, published.created_at, published.bundle_ids) == (UNSET, UNSET, UNSET)
     assert published["published"] == ["secops/a"]
     before, after = published["snapshot_before"], published["snapshot_after"]
     assert SNAPSHOT_ID.match(before) and SNAPSHOT_ID.match(after) and before != after
+    assert (published.id, published.author) == (after, "root-ops")
+    assert published.bundle_ids == ["secops/a", "secops/b"]
+    assert isinstance(published.created_at, datetime)
+    assert str(published.id).startswith(published.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
     rolled = sdk.root.policies.rollback_policy(body=RollbackPolicyRequest(
         snapshot_id=before, author="not-me", message="undo"))
-    assert isinstance(rolled, PolicySnapshot) and rolled.id is UNSET
+    assert isinstance(rolled, PolicySnapshot)
     assert (rolled["rollback_to"], rolled["snapshot_before"]) == (before, after)
+    # The bundles restored are the ones before the publish: the same snapshot again.
+    assert (rolled.id, rolled.bundle_ids) == (before, ["secops/a", "secops/b"])
     with pytest.raises(NotFoundError, match="snapshot not found"):
         sdk.root.policies.rollback_policy(body=RollbackPolicyRequest(
             snapshot_id="missing", author="x"))
 
 
-def test_the_audit_is_an_object_which_the_sdk_reads_as_a_list(sdk: Sdk) -> None:
+def test_the_audit_parses_as_the_sdks_entries(sdk: Sdk) -> None:
     sdk.put("secops~a", DENY_BUNDLE.format(n="a"), message="audited")
-    with pytest.raises(AttributeError, match="'str' object has no attribute 'copy'"):
-        sdk.reader.policies.get_policy_audit()
-    raw = sdk.reader.request("GET", "/api/v1/policy/audit",
-                             headers={"X-Tenant-ID": sdk.api.tenant})
-    assert set(raw) == {"items", "total", "has_more", "offset"}
-    assert raw["items"][0]["message"] == "audited"
+    sdk.root.policies.publish_policy(body=PublishPolicyRequest(
+        bundle_ids=["secops/a"], author="not-me", message="go"))
+    entries = sdk.reader.policies.get_policy_audit()
+    assert [type(e) for e in entries] == [PolicyAuditEntry, PolicyAuditEntry]
+    published, edited = entries
+    assert (published.action, published.author, published.bundle_id, published.message) \
+        == ("publish", "root-ops", "secops/a", "go")
+    assert SNAPSHOT_ID.match(str(published.snapshot_id))
+    assert (edited.action, edited.bundle_id, edited.snapshot_id, edited.message) == \
+        ("edit", "secops/a", None, "audited")
+    assert isinstance(edited.timestamp, datetime) and edited.timestamp <= published.timestamp
+    assert edited["actor_id"] == "root-ops"  # Cordum's names are there too
 
 
 # -- rules and questions ------------------------------------------------------------------
@@ -277,36 +292,42 @@ def test_rules_parse_as_the_sdks_rules(sdk: Sdk) -> None:
     assert sorted(r.id for r in every.items) == ["bundle-deny-off", "bundle-deny-on"]
 
 
-@pytest.mark.parametrize("method", ["evaluate_policy", "simulate_policy", "explain_policy"])
-def test_the_kernels_decision_names_are_not_the_sdks(sdk: Sdk, method: str) -> None:
-    with pytest.raises(ValueError, match="'DECISION_TYPE_ALLOW' is not a valid "
-                                         "PolicyCheckResponseDecision"):
-        getattr(sdk.asker.policies, method)(body=check())
-    # The SDK's question is accepted as it writes it; the answer carries its names too.
-    path = "/api/v1/policy/" + method.removesuffix("_policy")
-    raw = sdk.asker.request("POST", path, json_body=check().to_dict(),
-                            headers={"X-Tenant-ID": sdk.api.tenant})
-    assert raw["decision"] == "DECISION_TYPE_ALLOW"
-    assert raw["rule_id"] == raw["ruleId"] == "default-topic-allow"
-    assert raw["policy_snapshot"] == raw["policySnapshot"] != ""
+@pytest.mark.parametrize(("method", "topic", "decision", "rule"), [
+    ("evaluate_policy", "job.default", "ALLOW", "default-topic-allow"),
+    ("simulate_policy", "job.echo.denied", "DENY", "example-echo-denied"),
+    ("explain_policy", "job.echo.approval", "REQUIRE_APPROVAL", "example-echo-approval"),
+])
+def test_the_kernels_decisions_parse_in_the_sdks_names(sdk: Sdk, method: str, topic: str,
+                                                       decision: str, rule: str) -> None:
+    answer = getattr(sdk.asker.policies, method)(body=check(topic))
+    assert isinstance(answer, PolicyCheckResponse)
+    assert (answer.decision, answer.rule_id) == (PolicyCheckResponseDecision(decision), rule)
+    assert answer["ruleId"] == rule and answer["policySnapshot"] == answer["policy_snapshot"]
+    assert answer["decision_type"].startswith("DECISION_TYPE_")
 
 
 def test_a_bundle_simulation_answers_in_the_same_names(sdk: Sdk) -> None:
     sdk.put("secops~sim", DENY_BUNDLE.format(n=9))
     body = SimulatePolicyBundleBody(request=check("job.policytest.9"))
-    with pytest.raises(ValueError, match="'DECISION_TYPE_DENY'"):
-        sdk.asker.policies.simulate_policy_bundle("secops~sim", body=body)
-    raw = sdk.asker.request("POST", "/api/v1/policy/bundles/secops~sim/simulate",
-                            json_body=body.to_dict(), headers={"X-Tenant-ID": sdk.api.tenant})
-    assert (raw["decision"], raw["rule_id"]) == ("DECISION_TYPE_DENY", "bundle-deny-9")
+    answer = sdk.asker.policies.simulate_policy_bundle("secops~sim", body=body)
+    assert isinstance(answer, PolicyCheckResponse)
+    assert (answer.decision, answer.rule_id) == (PolicyCheckResponseDecision.DENY,
+                                                 "bundle-deny-9")
 
 
-def test_the_kernels_snapshots_are_an_object_which_the_sdk_reads_as_a_list(sdk: Sdk) -> None:
-    with pytest.raises(AttributeError, match="'str' object has no attribute 'copy'"):
-        sdk.reader.policies.list_policy_snapshots()
-    raw = sdk.reader.request("GET", "/api/v1/policy/snapshots",
-                             headers={"X-Tenant-ID": sdk.api.tenant})
-    assert isinstance(raw["snapshots"], list) and raw["snapshots"]
+def test_a_throttle_is_a_decision_the_sdks_enum_does_not_have(sdk: Sdk) -> None:
+    # Sent under its own name: no SDK value means "wait and retry".
+    sdk.put("secops~slow", THROTTLE_BUNDLE, enabled=True)
+    body = SimulatePolicyBundleBody(request=check("job.policytest.slow"))
+    with pytest.raises(ValueError, match="'THROTTLE' is not a valid PolicyCheckResponseDecision"):
+        sdk.asker.policies.simulate_policy_bundle("secops~slow", body=body)
+
+
+def test_the_kernels_snapshots_parse_as_the_sdks_snapshots(sdk: Sdk) -> None:
+    snapshots = sdk.reader.policies.list_policy_snapshots()
+    assert snapshots and all(isinstance(s, PolicySnapshot) for s in snapshots)
+    in_force = sdk.asker.policies.simulate_policy(body=check())
+    assert snapshots[0].id == in_force["policySnapshot"] and snapshots[0]["in_force"] is True
 
 
 # -- replay, and what this gateway does not serve -------------------------------------------

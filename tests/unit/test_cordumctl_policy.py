@@ -265,21 +265,23 @@ def test_snapshots_of_the_bundles_and_of_the_kernel() -> None:
     snap = {"id": "2026-01-01T00:00:00Z-abcdef0123", "created_at": "2026-01-01T00:00:00Z",
             "note": "friday", "author": "root-ops", "bundle_ids": ["secops/a", "secops/b"]}
     api = (StubApi().on("GET", f"{BUNDLES}/snapshots", reply(200, {"items": [snap]}))
-           .on("GET", "/api/v1/policy/snapshots", reply(200, {"snapshots": ["k-2", "k-1"]})))
+           .on("GET", "/api/v1/policy/snapshots", reply(200, [
+               {"id": "k-2", "in_force": True}, {"id": "k-1", "in_force": False}])))
     table = run_cli(api, "-o", "table", "policy", "snapshots").out
     assert snap["id"] in table and "secops/a, secops/b" in table and "friday" in table
     assert run_cli(api, "policy", "snapshots").json() == [snap]
     kernel = run_cli(api, "-o", "table", "policy", "snapshots", "--kernel").out.splitlines()
     assert [line.split() for line in kernel[1:]] == [["k-2", "yes"], ["k-1", "no"]]
-    assert run_cli(api, "policy", "snapshots", "--kernel").json() == ["k-2", "k-1"]
+    assert [s["id"] for s in run_cli(api, "policy", "snapshots", "--kernel").json()] == \
+        ["k-2", "k-1"]
 
 
 def test_audit_sends_its_filters_and_says_when_there_is_more() -> None:
     entry = {"id": "e1", "action": "publish", "actor_id": "root-ops", "message": "go",
              "bundle_ids": ["secops/deny-prod"], "snapshot_after": "s-2",
              "created_at": "2026-01-01T00:00:00Z"}
-    api = StubApi().on("GET", "/api/v1/policy/audit", reply(200, {
-        "items": [entry], "total": 7, "has_more": True, "offset": 0}))
+    api = StubApi().on("GET", "/api/v1/policy/audit", reply(200, [entry], headers={
+        "X-Total-Count": "7", "X-Has-More": "true", "X-Offset": "0"}))
     out = run_cli(api, "-o", "table", "policy", "audit", "--limit", "1", "--action", "publish",
                   "--bundle", "secops/deny-prod")
     assert dict(api.requests[-1].url.params) == {"limit": "1", "action": "publish",

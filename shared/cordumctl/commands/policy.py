@@ -79,7 +79,7 @@ SNAPSHOT_COLUMNS = [
     Column("AUTHOR", "author"), Column("BUNDLES", lambda s: ", ".join(s.get("bundle_ids") or [])),
     Column("NOTE", "note"),
 ]
-KERNEL_SNAPSHOT_COLUMNS = [Column("SNAPSHOT", "snapshot"), Column("IN FORCE", "in_force")]
+KERNEL_SNAPSHOT_COLUMNS = [Column("SNAPSHOT", "id"), Column("IN FORCE", "in_force")]
 AUDIT_COLUMNS = [
     Column("AT", "created_at"), Column("ACTION", "action"), Column("BY", "actor_id"),
     Column("BUNDLES", lambda e: ", ".join(e.get("bundle_ids") or []) or e.get("resource_id")),
@@ -290,9 +290,8 @@ def snapshots(
     s = session(ctx)
     with asking(Access.READ):
         if kernel:
-            found = (s.client.get("/api/v1/policy/snapshots") or {}).get("snapshots") or []
-            rows = [{"snapshot": snap, "in_force": i == 0} for i, snap in enumerate(found)]
-            s.printer.rows(rows, KERNEL_SNAPSHOT_COLUMNS, raw=found, empty="no snapshots")
+            found = s.client.get("/api/v1/policy/snapshots") or []
+            s.printer.rows(found, KERNEL_SNAPSHOT_COLUMNS, empty="no snapshots")
             return
         answer = s.client.get(f"{BUNDLES}/snapshots") or {}
     s.printer.rows(answer.get("items") or [], SNAPSHOT_COLUMNS, empty="no snapshots")
@@ -314,12 +313,12 @@ def audit(
     s = session(ctx)
     params = {"limit": limit, "action": action, "rule_id": bundle, "search": search}
     with asking(Access.READ):
-        answer = s.client.get("/api/v1/policy/audit", params) or {}
-    items = answer.get("items") or []
+        items, page = s.client.get_with_headers("/api/v1/policy/audit", params)
+    items = items or []
     s.printer.rows(items, AUDIT_COLUMNS, empty="no policy changes recorded")
-    if s.format is Format.TABLE and answer.get("has_more"):
-        s.console.print(shown(f"({len(items)} of {answer.get('total')}; --limit shows more)",
-                              "dim"))
+    if s.format is Format.TABLE and page.get("x-has-more") == "true":
+        s.console.print(shown(f"({len(items)} of {page.get('x-total-count')}; --limit shows "
+                              "more)", "dim"))
 
 
 # -- replay -----------------------------------------------------------------------------

@@ -7,9 +7,14 @@ is the caller's key, whatever the body says. Labels the gateway owns are dropped
 ``_content.*`` (only the job's payload describes itself to the kernel) and
 ``_action.descriptor_json`` (set from the body's ``action`` instead).
 
-The answer is the kernel's response as protojson (camelCase, every field present,
-``decision`` as ``DECISION_TYPE_*``), as Cordum's server sends it, plus
-``rule_id`` and ``policy_snapshot``, the names cordum-sdk reads.
+The answer is the kernel's response as protojson (camelCase, every field present), as
+Cordum's server sends it, with two changes that cordum-sdk needs and Cordum's clients
+read as well (docs/http-api.md, "cordum-sdk"):
+
+- ``decision`` is the short name the jobs API uses (``ALLOW``, ``DENY``,
+  ``REQUIRE_APPROVAL``, ``THROTTLE``, ``ALLOW_WITH_CONSTRAINTS``); the protojson name
+  (``DECISION_TYPE_*``) is in ``decision_type``;
+- ``rule_id`` and ``policy_snapshot`` are sent beside ``ruleId`` and ``policySnapshot``.
 """
 
 from __future__ import annotations
@@ -112,14 +117,29 @@ def check_request(body: PolicyCheck, who: Principal) -> Any:
     return req
 
 
+DECISION_TYPE_PREFIX = "DECISION_TYPE_"
+_SHORT_NAMES = {"REQUIRE_HUMAN": "REQUIRE_APPROVAL"}
+"""The kernel's REQUIRE_HUMAN is the jobs API's (and cordum-sdk's) REQUIRE_APPROVAL."""
+
+
+def short_decision(decision_type: str) -> str:
+    """``DECISION_TYPE_REQUIRE_HUMAN`` as ``REQUIRE_APPROVAL``, ``DECISION_TYPE_DENY`` as
+    ``DENY``."""
+    word = decision_type.removeprefix(DECISION_TYPE_PREFIX)
+    return _SHORT_NAMES.get(word, word)
+
+
 def wire_answer(response: Any) -> dict[str, Any]:
-    """A ``PolicyCheckResponse`` as Cordum's protojson, with cordum-sdk's snake-case
-    names of the rule and the snapshot beside the camel-case ones."""
+    """A ``PolicyCheckResponse`` as Cordum's protojson, with the short decision name and
+    cordum-sdk's snake-case names of the rule and the snapshot beside the camel-case
+    ones."""
     from google.protobuf import json_format
 
     out: dict[str, Any] = json_format.MessageToDict(
         response, always_print_fields_with_no_presence=True)
     out.setdefault("constraints", None)
+    out["decision_type"] = str(out.get("decision", ""))
+    out["decision"] = short_decision(out["decision_type"])
     out["rule_id"] = out.get("ruleId", "")
     out["policy_snapshot"] = out.get("policySnapshot", "")
     return out
@@ -176,5 +196,9 @@ class PolicyQuestions:
     async def ask(self, mode: Mode, body: PolicyCheck, who: Principal) -> dict[str, Any]:
         return wire_answer(await self._kernel.ask(mode, check_request(body, who)))
 
-    async def snapshots(self) -> dict[str, Any]:
-        return {"snapshots": await self._kernel.snapshots()}
+    async def snapshots(self) -> list[dict[str, Any]]:
+        """The kernel's snapshots, the one in force first, each ``{id, in_force}``: a bare
+        array of objects, as cordum-sdk reads it (Cordum answers ``{"snapshots":
+        [id, ...]}``, which the SDK cannot read)."""
+        return [{"id": snap, "in_force": i == 0}
+                for i, snap in enumerate(await self._kernel.snapshots())]

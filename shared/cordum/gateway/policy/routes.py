@@ -47,6 +47,10 @@ router = Router()
 
 AUDIT_PAGE = 100
 """Audit entries a page holds unless ``limit`` says otherwise (at most 500)."""
+TOTAL_HEADER = "X-Total-Count"
+"""How many audit entries pass the filters (the page is a bare array)."""
+HAS_MORE_HEADER = "X-Has-More"
+OFFSET_HEADER = "X-Offset"
 
 
 def contract() -> ApiPart:
@@ -181,12 +185,15 @@ def rollback_policy() -> Response:
 def policy_audit() -> Response:
     event = router.current_event
     access.reader(event)
-    page = service().audit(
+    page = runtime.run(service().audit(
         limit=_count(event, "limit", AUDIT_PAGE, MAX_AUDIT_ENTRIES),
         offset=_count(event, "offset", 0, MAX_AUDIT_ENTRIES),
         action=query(event, "action"), rule_id=query(event, "rule_id"),
-        resource_type=query(event, "type"), search=query(event, "search"))
-    return json_response(200, runtime.run(page))
+        resource_type=query(event, "type"), search=query(event, "search")))
+    # A bare array, as cordum-sdk reads it; the page's place is in the headers.
+    return json_response(200, page.items, headers={
+        TOTAL_HEADER: str(page.total), HAS_MORE_HEADER: str(page.has_more).lower(),
+        OFFSET_HEADER: str(page.offset)})
 
 
 @router.get("/api/v1/policy/rules")

@@ -29,18 +29,18 @@ class PolicyBundleItem(Body):
     """Top-level ``rules`` of the content."""
 
 
-class PolicyBundleList(Body):
-    bundles: dict[str, Any] = optional()
-    """The bundles as stored: id -> {content, enabled, author, message, created_at,
-    updated_at}."""
-    items: list[PolicyBundleItem] = optional()
-    updated_at: str | None = optional()
-    """When the bundles last changed; null when none was ever written."""
-
-
 class PolicyBundle(PolicyBundleItem):
     content: str = optional()
     """The bundle's policy YAML."""
+
+
+class PolicyBundleList(Body):
+    bundles: list[PolicyBundle] = optional()
+    """The items with their content (Cordum's server sends a map id -> bundle here,
+    which cordum-sdk cannot read)."""
+    items: list[PolicyBundleItem] = optional()
+    updated_at: str = optional()
+    """When the bundles last changed; absent when none was ever written."""
 
 
 class PolicyBundleWritten(Body):
@@ -69,14 +69,25 @@ class PolicySnapshot(PolicySnapshotSummary):
     """The bundles map as it was."""
 
 
-class PolicyPublishResult(Body):
+class _InForce(Body):
+    """The snapshot in force after the change, as cordum-sdk reads it (a PolicySnapshot)."""
+
+    id: str = optional()
+    """= snapshot_after."""
+    created_at: str = optional()
+    author: str = optional()
+    note: str = optional()
+    bundle_ids: list[str] = optional()
+
+
+class PolicyPublishResult(_InForce):
     snapshot_before: str = optional()
     """"" when there were no bundles."""
     snapshot_after: str = optional()
     published: list[str] = optional()
 
 
-class PolicyRollbackResult(Body):
+class PolicyRollbackResult(_InForce):
     snapshot_before: str = optional()
     snapshot_after: str = optional()
     rollback_to: str = optional()
@@ -98,13 +109,14 @@ class PolicyAuditEntry(Body):
     snapshot_after: str = optional()
     revision: int = optional()
     created_at: str = optional()
-
-
-class PolicyAuditPage(Body):
-    items: list[PolicyAuditEntry] = optional()
-    total: int = optional()
-    has_more: bool = optional()
-    offset: int = optional()
+    author: str = optional()
+    """actor_id again, as cordum-sdk reads it."""
+    timestamp: str = optional()
+    """created_at again, as cordum-sdk reads it."""
+    bundle_id: str | None = optional()
+    """The bundle changed, else the first of bundle_ids."""
+    snapshot_id: str | None = optional()
+    """snapshot_after again; null when none."""
 
 
 class PolicyRuleList(Body):
@@ -115,9 +127,13 @@ class PolicyRuleList(Body):
     """Bundles whose content could not be read; absent when there are none."""
 
 
-class PolicyKernelSnapshots(Body):
-    snapshots: list[str] = optional()
-    """The kernel's policy snapshots, the one in force first."""
+class PolicyKernelSnapshot(Body):
+    """One of the kernel's policy snapshots (the list is newest first)."""
+
+    id: str = optional()
+    """``<base file hash>|cfg:<bundles hash>``, as decisions name it."""
+    in_force: bool = optional()
+    """The first one: the policy the kernel decides under now."""
 
 
 def _camel(name: str, description: str) -> Any:
@@ -130,7 +146,10 @@ class PolicyDecision(Body):
     and ``policy_snapshot``."""
 
     decision: str = optional()
-    """DECISION_TYPE_ALLOW, _DENY, _REQUIRE_HUMAN, _THROTTLE or _ALLOW_WITH_CONSTRAINTS."""
+    """ALLOW, DENY, REQUIRE_APPROVAL, THROTTLE or ALLOW_WITH_CONSTRAINTS."""
+    decision_type: str = optional()
+    """The protojson name: DECISION_TYPE_ALLOW, _DENY, _REQUIRE_HUMAN, _THROTTLE or
+    _ALLOW_WITH_CONSTRAINTS."""
     reason: str = optional()
     rule_id_camel: str = _camel("ruleId", "The rule (or gate) that decided.")
     policy_snapshot_camel: str = _camel("policySnapshot", "The policy that decided.")

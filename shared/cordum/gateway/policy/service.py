@@ -128,6 +128,14 @@ class _Change:
     snapshots: tuple[dict[str, Any], ...] = ()
 
 
+def _snapshot_fields(change: _Change, now: str, who: Principal, note: str,
+                     bundle_ids: Sequence[str]) -> dict[str, Any]:
+    """The snapshot in force after a publish or rollback, under the names cordum-sdk
+    reads its answer with (a ``PolicySnapshot``): ``id`` is ``snapshot_after``."""
+    return {"id": change.snapshot_after, "created_at": now, "author": who.principal_id,
+            "note": note, "bundle_ids": list(bundle_ids)}
+
+
 class PolicyService:
     def __init__(self, store: PolicyStore, news: ConfigNews, base_file: BaseFile,
                  clock: Callable[[], float] = time.time) -> None:
@@ -161,7 +169,7 @@ class PolicyService:
                 return snap
         raise NotFound("snapshot not found")
 
-    async def audit(self, **filters: Any) -> dict[str, Any]:
+    async def audit(self, **filters: Any) -> views.AuditPage:
         return views.audit_page(await self._store.audit(), **filters)
 
     # -- changes ----------------------------------------------------------------------
@@ -229,7 +237,8 @@ class PolicyService:
         await self._commit(who, state, now, replace(change, bundle_ids=tuple(targets),
                                                     message=body.message))
         return {"snapshot_before": change.snapshot_before,
-                "snapshot_after": change.snapshot_after, "published": targets}
+                "snapshot_after": change.snapshot_after, "published": targets,
+                **_snapshot_fields(change, now, who, body.note, sorted(after))}
 
     async def rollback(self, who: Principal, body: RollbackRequest) -> dict[str, Any]:
         # The target is found first: the snapshots taken below may evict it.
@@ -244,7 +253,8 @@ class PolicyService:
         await self._commit(who, state, now, replace(change, bundle_ids=tuple(sorted(after)),
                                                     message=body.message))
         return {"snapshot_before": change.snapshot_before,
-                "snapshot_after": change.snapshot_after, "rollback_to": body.snapshot_id}
+                "snapshot_after": change.snapshot_after, "rollback_to": body.snapshot_id,
+                **_snapshot_fields(change, now, who, body.note, sorted(after))}
 
     # -- simulation -----------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -50,11 +51,15 @@ def rule_count(content: str) -> int:
 
 
 def bundle_item(bundle: Bundle) -> dict[str, Any]:
-    """One ``items`` entry of the bundle list."""
-    return {"id": bundle.id, "enabled": bundle.enabled, "source": bundle_source(bundle.id),
+    """One ``items`` entry of the bundle list. A time the bundle does not have is left
+    out, not null: cordum-sdk parses any value it finds as a time."""
+    item = {"id": bundle.id, "enabled": bundle.enabled, "source": bundle_source(bundle.id),
             "author": bundle.author, "message": bundle.message,
-            "created_at": bundle.created_at or None, "updated_at": bundle.updated_at or None,
             "sha256": content_sha256(bundle.content), "rule_count": rule_count(bundle.content)}
+    for name in ("created_at", "updated_at"):
+        if value := getattr(bundle, name):
+            item[name] = value
+    return item
 
 
 def bundle_detail(bundle: Bundle) -> dict[str, Any]:
@@ -63,14 +68,20 @@ def bundle_detail(bundle: Bundle) -> dict[str, Any]:
 
 
 def bundle_list(doc: Mapping[str, Any] | None, bundles: Mapping[str, Bundle]) -> dict[str, Any]:
-    """GET of the bundles: the raw map as stored, the items in id order, and when the
-    document last changed (null when there is none)."""
-    data = (doc or {}).get("data")
-    raw = data.get("bundles") if isinstance(data, dict) else None
+    """GET of the bundles, in id order: ``items`` (the summaries), ``bundles`` (the same
+    with each bundle's content) and when the document last changed (left out when no
+    bundle was ever written).
+
+    Cordum's server answers ``bundles`` as its stored map (id -> bundle); cordum-sdk
+    reads a list of summaries there and fails on the map. A list whose entries carry
+    the id and every stored field reads in both (docs/http-api.md, "cordum-sdk")."""
+    out: dict[str, Any] = {
+        "bundles": [bundle_detail(bundles[bid]) for bid in sorted(bundles)],
+        "items": [bundle_item(bundles[bid]) for bid in sorted(bundles)]}
     updated = (doc or {}).get("updated_at")
-    return {"bundles": raw if isinstance(raw, dict) else {},
-            "items": [bundle_item(bundles[bid]) for bid in sorted(bundles)],
-            "updated_at": updated if isinstance(updated, str) and updated else None}
+    if isinstance(updated, str) and updated:
+        out["updated_at"] = updated
+    return out
 
 
 def rules(bundles: Mapping[str, Bundle], include_disabled: bool) -> dict[str, Any]:
@@ -139,8 +150,35 @@ AUDIT_SEARCHED = ("action", "resource_id", "actor_id", "message", "snapshot_befo
                   "snapshot_after")
 
 
+@dataclass(frozen=True, slots=True)
+class AuditPage:
+    """A page of the policy audit: its entries and how many passed the filters."""
+
+    items: list[dict[str, Any]]
+    total: int
+    offset: int
+
+    @property
+    def has_more(self) -> bool:
+        return self.offset + len(self.items) < self.total
+
+
+def audit_item(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An audit entry as stored, with the names cordum-sdk reads beside Cordum's:
+    ``author`` (the actor), ``timestamp`` (created_at), ``bundle_id`` (the bundle
+    changed, else the first of its bundles) and ``snapshot_id`` (the snapshot after)."""
+    bundle_ids = entry.get("bundle_ids") or []
+    bundle_id = (entry.get("resource_id") if entry.get("resource_type") == "policy_bundle"
+                 else None) or (bundle_ids[0] if bundle_ids else None)
+    item = {**entry, "author": entry.get("actor_id", ""), "bundle_id": bundle_id,
+            "snapshot_id": entry.get("snapshot_after") or None}
+    if entry.get("created_at"):
+        item["timestamp"] = entry["created_at"]
+    return item
+
+
 def audit_page(entries: list[dict[str, Any]], *, limit: int, offset: int, action: str = "",
-               rule_id: str = "", resource_type: str = "", search: str = "") -> dict[str, Any]:
+               rule_id: str = "", resource_type: str = "", search: str = "") -> AuditPage:
     """Entries (newest first) that pass every filter given, ``limit`` from ``offset``.
     ``rule_id`` is a bundle or snapshot id: the entry's resource or one of its bundles."""
     needle = search.lower()
@@ -160,6 +198,4 @@ def audit_page(entries: list[dict[str, Any]], *, limit: int, offset: int, action
         return True
 
     found = [e for e in entries if kept(e)]
-    items = found[offset:offset + limit]
-    return {"items": items, "total": len(found), "has_more": offset + len(items) < len(found),
-            "offset": offset}
+    return AuditPage([audit_item(e) for e in found[offset:offset + limit]], len(found), offset)
