@@ -94,6 +94,10 @@ class Settings(BaseModel):
     safety_timeout_s: float = Field(default=2.0, gt=0)
     # Cordum's OUTPUT_POLICY_ENABLED: check SUCCEEDED results against output_rules.
     output_policy_enabled: bool = False
+    # Two people for a policy change: a change that alters the bundles in force (a
+    # publish, a rollback, an edit or delete of a bundle in force) is held as a
+    # proposal until a second identity confirms it (docs/policy.md).
+    policy_two_person: bool = False
     # How long a SUCCEEDED output whose content check could not reach the kernel
     # (fail-closed) is held unserved and checked again, before it is quarantined
     # with output_check_unavailable.
@@ -147,6 +151,7 @@ _ENV = {
     "publish_timeout_s": "CORDUM_PUBLISH_TIMEOUT_S",
     "safety_timeout_s": "CORDUM_SAFETY_TIMEOUT_S",
     "output_policy_enabled": "OUTPUT_POLICY_ENABLED",
+    "policy_two_person": "CORDUM_POLICY_TWO_PERSON",
     "output_hold_max_s": "CORDUM_OUTPUT_HOLD_MAX_S",
     "workflow_queue_url": "WORKFLOW_QUEUE_URL",
     "workflow_timer_queue_url": "WORKFLOW_TIMER_QUEUE_URL",

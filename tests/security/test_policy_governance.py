@@ -111,14 +111,14 @@ def test_the_audit_names_the_key_not_the_body(policy):
                          "role": "admin"}, GOV)
     assert status == 200
     status, page, _ = send("GET", "/api/v1/policy/audit", key=CAROL)
-    entry = page["items"][0]
+    entry = page[0]
     assert (entry["actor_id"], entry["role"], entry["resource_id"]) == \
         ("gov", "policy.write", "secops/who")
     assert stored()["data"]["bundles"]["secops/who"]["author"] == "gov"
     status, _, _ = send("POST", "/api/v1/policy/publish",
                         {"bundle_ids": ["secops/who"], "author": "mallory"}, ROOT)
     assert status == 200
-    entry = send("GET", "/api/v1/policy/audit", key=CAROL)[1]["items"][0]
+    entry = send("GET", "/api/v1/policy/audit", key=CAROL)[1][0]
     assert (entry["action"], entry["actor_id"]) == ("publish", "root")
     assert "mallory" not in json.dumps(stored())
 

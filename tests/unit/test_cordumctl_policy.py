@@ -373,3 +373,52 @@ def test_replay_refuses_a_request_it_cannot_make(args: list[str]) -> None:
 def test_every_answer_in_json_is_the_apis_as_it_came() -> None:
     api = StubApi().on("POST", "/api/v1/policy/explain", reply(200, DECISION))
     assert json.loads(run_cli(api, "policy", "explain", "--topic", "job.x").out) == DECISION
+
+
+# --- two people for a change ----------------------------------------------------------------
+
+PROPOSAL = {"id": "prop-1", "action": "publish", "bundle_ids": ["secops/deny-prod"],
+            "proposed_by": "root-ops", "proposed_at": "2026-01-01T00:00:00Z",
+            "expires_at": "2026-01-02T00:00:00Z", "message": "go"}
+
+
+@pytest.mark.parametrize(("method", "path", "argv"), [
+    ("POST", "/api/v1/policy/publish", ["policy", "publish"]),
+    ("POST", "/api/v1/policy/rollback", ["policy", "rollback", "s-1"]),
+    ("DELETE", "/api/v1/policy/bundles/secops~deny-prod",
+     ["policy", "bundles", "delete", "secops/deny-prod", "--yes"]),
+])
+def test_a_change_kept_as_a_proposal_says_who_must_confirm_it(method, path, argv) -> None:
+    api = StubApi().on(method, path, reply(202, {"proposal": PROPOSAL,
+                                                 "status": "pending_confirmation"}))
+    out = run_cli(api, "-o", "table", *argv)
+    assert out.code == 0
+    assert out.out.strip().splitlines() == [
+        "proposed prop-1: not in force until another identity confirms it",
+        "  confirm: cordumctl policy proposals confirm prop-1  (by someone else)",
+        "  expires: 2026-01-02T00:00:00Z"]
+
+
+def test_proposals_are_listed_confirmed_and_rejected() -> None:
+    api = (StubApi()
+           .on("GET", "/api/v1/policy/proposals", reply(200, {"items": [PROPOSAL]}))
+           .on("POST", "/api/v1/policy/proposals/prop-1/confirm", reply(200, {
+               "proposal_id": "prop-1", "proposed_by": "root-ops", "confirmed_by": "gov",
+               "snapshot_before": "s-1", "snapshot_after": "s-2"}))
+           .on("POST", "/api/v1/policy/proposals/prop-1/reject", reply(200, {
+               "id": "prop-1", "state": "rejected", "rejected_by": "gov"})))
+    table = run_cli(api, "-o", "table", "policy", "proposals", "list").out
+    assert "prop-1" in table and "root-ops" in table and "secops/deny-prod" in table
+    out = run_cli(api, "-o", "table", "policy", "proposals", "confirm", "prop-1").out
+    assert out.splitlines()[0] == ("confirmed prop-1: proposed by root-ops, confirmed by gov, "
+                                   "now in force")
+    run_cli(api, "policy", "proposals", "reject", "prop-1", "-r", "not now")
+    assert api.body("POST", "/api/v1/policy/proposals/prop-1/reject") == {"reason": "not now"}
+
+
+def test_confirming_ones_own_change_is_refused_with_the_reason() -> None:
+    api = StubApi().on("POST", "/api/v1/policy/proposals/prop-1/confirm", error(
+        403, "the author of a policy change cannot confirm it; another identity must",
+        "self_confirmation_denied"))
+    out = run_cli(api, "policy", "proposals", "confirm", "prop-1")
+    assert out.code != 0 and "another identity must" in out.err

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
+from cordumctl.commands import policy_proposals
 from cordumctl.commands.policy_requests import (
     BUNDLES,
     Access,
@@ -37,6 +38,7 @@ from cordumctl.commands.policy_requests import (
     replay_pages,
     short_decision,
     snapshot_lines,
+    waiting_line,
 )
 from cordumctl.output import Column, Format, age, shown, text
 from cordumctl.session import session
@@ -49,6 +51,7 @@ app = typer.Typer(help="The system policy: bundles, simulate, explain, publish, 
 bundles_app = typer.Typer(help="Policy bundles: list, get, apply, delete.",
                           no_args_is_help=True)
 app.add_typer(bundles_app, name="bundles")
+app.add_typer(policy_proposals.app, name="proposals")
 
 """Where ``apply -f FILE`` puts a bundle unless ``--id`` says otherwise."""
 """``replay`` follows ``next_cursor`` at most this many times (a server that kept
@@ -153,6 +156,9 @@ def apply(
         body["message"] = message
     with asking(Access.CHANGE, source):
         answer = s.client.call("PUT", bundle_path(bundle_id), body=body) or {}
+    if (waiting := waiting_line(answer)) is not None:
+        s.printer.outcome(waiting, answer)
+        return
     written = str(answer.get("id") or bundle_id)
     state = ("in force" if answer.get("enabled") else
              f"a draft: `cordumctl policy publish {written}` puts it in force")
@@ -169,7 +175,10 @@ def delete(
     if not yes:
         confirm(f"delete policy bundle {shown(bundle_id).plain}, for every tenant?")
     with asking(Access.CHANGE):
-        s.client.delete(bundle_path(bundle_id))
+        answer = s.client.delete(bundle_path(bundle_id))
+    if (waiting := waiting_line(answer)) is not None:
+        s.printer.outcome(waiting, answer)
+        return
     s.printer.outcome(f"deleted {bundle_id}", {"id": bundle_id, "deleted": True})
 
 
@@ -259,6 +268,9 @@ def publish(
     body = noted({"bundle_ids": bundle_ids} if bundle_ids else {}, message, note)
     with asking(Access.CHANGE):
         answer = s.client.post("/api/v1/policy/publish", body) or {}
+    if (waiting := waiting_line(answer)) is not None:
+        s.printer.outcome(waiting, answer)
+        return
     line = "published " + ", ".join(str(b) for b in answer.get("published") or [])
     s.printer.outcome("\n".join([line, *snapshot_lines(answer)]), answer)
 
@@ -275,6 +287,9 @@ def rollback(
     with asking(Access.CHANGE):
         answer = s.client.post("/api/v1/policy/rollback",
                                noted({"snapshot_id": snapshot_id}, message, note)) or {}
+    if (waiting := waiting_line(answer)) is not None:
+        s.printer.outcome(waiting, answer)
+        return
     line = f"rolled back to {answer.get('rollback_to') or snapshot_id}"
     s.printer.outcome("\n".join([line, *snapshot_lines(answer)]), answer)
 

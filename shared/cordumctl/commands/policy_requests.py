@@ -252,3 +252,15 @@ def snapshot_lines(answer: dict[str, Any]) -> list[str]:
     if before:
         lines.insert(0, f"snapshot before: {before}  (undo: cordumctl policy rollback {before})")
     return lines
+
+
+def waiting_line(answer: Any) -> str | None:
+    """What to say about a change kept as a proposal (202, two people configured); None
+    when the change was made."""
+    proposal = answer.get("proposal") if isinstance(answer, dict) else None
+    if not isinstance(proposal, dict):
+        return None
+    pid = proposal.get("id", "")
+    return (f"proposed {pid}: not in force until another identity confirms it\n"
+            f"  confirm: cordumctl policy proposals confirm {pid}  (by someone else)\n"
+            f"  expires: {text(proposal.get('expires_at'))}")

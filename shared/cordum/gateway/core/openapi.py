@@ -47,9 +47,11 @@ class Operation:
     """The body a 503 answers instead of ``Error`` (the health body), when it does."""
     elsewhere: str = ""
     """Who serves it when the REST API does not (its description says where and how)."""
+    also: tuple[tuple[int, Any, str], ...] = ()
+    """Other success answers: (status, Python type of the body, description)."""
 
     def statuses(self) -> set[int]:
-        return {self.ok_status, *self.errors}
+        return {self.ok_status, *(a[0] for a in self.also), *self.errors}
 
     def error_type(self, status: int) -> type[BaseModel]:
         if self.unhealthy is not None and status == 503:

@@ -174,6 +174,8 @@ def component_schemas() -> dict[str, Any]:
     models: list[type[BaseModel]] = [schemas.Error, schemas.PaginatedResponse]
     for op in operations():
         models += _models(op.ok) + ([op.body] if op.body else [])
+        for _, body, _ in op.also:
+            models += _models(body)
         if op.unhealthy is not None:
             models.append(op.unhealthy)
     found: dict[str, Any] = {}
@@ -221,6 +223,9 @@ def _operation(op: Operation) -> dict[str, Any]:
     if op.ok is not None:
         ok["content"] = {op.ok_media: {"schema": _schema_of(op.ok)}}
     responses = {str(op.ok_status): ok}
+    for status, body, description in op.also:
+        responses[str(status)] = {"description": description,
+                                  "content": {JSON: {"schema": _schema_of(body)}}}
     responses.update({str(s): _error_response(op, s) for s in sorted(op.errors)})
     out: dict[str, Any] = {"operationId": op.operation_id, "summary": op.summary,
                            "tags": [op.tag], "parameters": params, "responses": responses}

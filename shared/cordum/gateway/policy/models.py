@@ -78,6 +78,19 @@ class BundleWrite(BaseModel):
         return free_text(value)
 
 
+class ProposalReject(BaseModel):
+    """POST /api/v1/policy/proposals/{id}/reject."""
+
+    model_config = _OPEN
+
+    reason: str = _text("Why; kept in the audit entry (cut to 512 bytes).")
+
+    @field_validator("reason")
+    @classmethod
+    def _cut(cls, value: str) -> str:
+        return free_text(value)
+
+
 class SnapshotCreate(BaseModel):
     """POST /api/v1/policy/bundles/snapshots."""
 

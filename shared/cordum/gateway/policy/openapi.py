@@ -12,7 +12,10 @@ TAG = "Policy"
 BUNDLE = "/api/v1/policy/bundles/{id}"
 WRITE_FORBIDDEN = codes(("policy_write_requires_any_tenant_key", "forbidden",
                          "tenant_access_denied"))
-WRITE_CONFLICTS = codes(("POLICY_VERSION_CONFLICT",))
+WRITE_CONFLICTS = codes(("POLICY_VERSION_CONFLICT", "too_many_policy_proposals"))
+PROPOSED = ((202, s.PolicyProposalPending,
+             "Kept as a proposal: with CORDUM_POLICY_TWO_PERSON, a change of the bundles "
+             "in force waits for another identity to confirm it"),)
 INVALID = codes(("POLICY_VALIDATION_FAILED", "invalid_request", "invalid_json",
                  "request_body_too_large"))
 READ = (400, *AUTHENTICATED)
@@ -23,9 +26,10 @@ JOBS_FORBIDDEN = codes(("forbidden", "tenant_access_denied", "tenant_required"))
 
 
 def _write(method: str, path: str, op_id: str, summary: str, ok: object,
-           body: type | None = None, ok_status: int = 200) -> Operation:
+           body: type | None = None, ok_status: int = 200, *,
+           proposable: bool = True) -> Operation:
     return Operation(method, path, op_id, summary, TAG, ok, ok_status=ok_status,
-                     body=body, errors=WRITE,
+                     body=body, errors=WRITE, also=PROPOSED if proposable else (),
                      notes={400: INVALID, 403: WRITE_FORBIDDEN, 409: WRITE_CONFLICTS})
 
 
@@ -37,7 +41,8 @@ PART = ApiPart(
                   "Snapshots of the bundles, newest first", TAG, s.PolicySnapshotList,
                   errors=READ),
         _write("post", "/api/v1/policy/bundles/snapshots", "createPolicyBundleSnapshot",
-               "Snapshot the bundles", s.PolicySnapshot, models.SnapshotCreate),
+               "Snapshot the bundles", s.PolicySnapshot, models.SnapshotCreate,
+               proposable=False),
         Operation("get", "/api/v1/policy/bundles/snapshots/{snapshot_id}",
                   "getPolicyBundleSnapshot", "One snapshot of the bundles", TAG,
                   s.PolicySnapshot, errors=(400, 404, *AUTHENTICATED),
@@ -48,11 +53,11 @@ PART = ApiPart(
         Operation("put", BUNDLE, "putPolicyBundle",
                   "Write a bundle (a draft unless enabled is true)", TAG,
                   s.PolicyBundleWritten, query=("bundle_id",), body=models.BundleWrite,
-                  errors=WRITE,
+                  errors=WRITE, also=PROPOSED,
                   notes={400: INVALID + ", invalid_bundle_id", 403: WRITE_FORBIDDEN,
                          409: codes(("POLICY_VERSION_CONFLICT", "too_many_policy_bundles"))}),
         Operation("delete", BUNDLE, "deletePolicyBundle", "Delete a bundle", TAG, None,
-                  ok_status=204, query=("bundle_id",), errors=WRITE,
+                  ok_status=204, query=("bundle_id",), errors=WRITE, also=PROPOSED,
                   notes={403: WRITE_FORBIDDEN, 404: codes(("bundle_not_found",)),
                          409: WRITE_CONFLICTS}),
         Operation("post", BUNDLE + "/simulate", "simulatePolicyBundle",
@@ -68,6 +73,26 @@ PART = ApiPart(
         _write("post", "/api/v1/policy/rollback", "rollbackPolicy",
                "Restore the bundles of a snapshot", s.PolicyRollbackResult,
                models.RollbackRequest),
+        Operation("get", "/api/v1/policy/proposals", "listPolicyProposals",
+                  "Changes waiting for a second person's confirmation", TAG,
+                  s.PolicyProposalList, errors=READ),
+        Operation("get", "/api/v1/policy/proposals/{proposal_id}", "getPolicyProposal",
+                  "One change waiting for confirmation", TAG, s.PolicyProposal,
+                  errors=(400, 404, *AUTHENTICATED),
+                  notes={404: codes(("proposal_not_found",))}),
+        Operation("post", "/api/v1/policy/proposals/{proposal_id}/confirm",
+                  "confirmPolicyProposal",
+                  "Put a proposed change in force (another identity than its author)", TAG,
+                  s.PolicyProposalConfirmed, errors=WRITE,
+                  notes={400: INVALID, 403: WRITE_FORBIDDEN + ", self_confirmation_denied",
+                         404: codes(("proposal_not_found", "bundle_not_found",
+                                     "snapshot_not_found")),
+                         409: codes(("POLICY_VERSION_CONFLICT", "POLICY_PROPOSAL_STALE"))}),
+        Operation("post", "/api/v1/policy/proposals/{proposal_id}/reject",
+                  "rejectPolicyProposal", "Drop a proposed change (its author may withdraw it)",
+                  TAG, s.PolicyProposalRejected, body=models.ProposalReject, errors=WRITE,
+                  notes={403: WRITE_FORBIDDEN, 404: codes(("proposal_not_found",)),
+                         409: WRITE_CONFLICTS}),
         Operation("get", "/api/v1/policy/audit", "getPolicyAudit",
                   "Changes to the policy, newest first (X-Total-Count, X-Has-More, X-Offset "
                   "headers)", TAG, list[s.PolicyAuditEntry],

@@ -28,11 +28,13 @@ from cordum.gateway.policy.models import (
     BundleSimulate,
     BundleWrite,
     PolicyCheck,
+    ProposalReject,
     PublishRequest,
     ReplayRequest,
     RollbackRequest,
     SnapshotCreate,
 )
+from cordum.gateway.policy.proposals import PROPOSAL_FIELD
 from cordum.gateway.policy.service import PolicyService, bundle_key
 from cordum.gateway.policy.store import MAX_AUDIT_ENTRIES, PolicyStore
 
@@ -69,7 +71,16 @@ def _base_file() -> tuple[bytes, str]:
 
 def service() -> PolicyService:
     # Built per request around the cached clients: it holds no connection of its own.
-    return PolicyService(PolicyStore(deps.redis()), deps.publisher(), _base_file)
+    return PolicyService(PolicyStore(deps.redis()), deps.publisher(), _base_file,
+                         two_person=settings().policy_two_person)
+
+
+def _changed(answer: dict[str, Any] | None) -> Response:
+    """200 with the change's answer; 202 when it waits for a second person's
+    confirmation (``{"proposal", "status"}``); 204 for a delete that is done."""
+    if answer is None:
+        return Response(status_code=204, body="")
+    return json_response(202 if PROPOSAL_FIELD in answer else 200, answer)
 
 
 def questions() -> PolicyQuestions:
@@ -142,16 +153,14 @@ def put_bundle(bundle_id: str) -> Response:
     event = router.current_event
     who = access.system_writer(event)
     body = BundleWrite.model_validate(_body(event))
-    answer = runtime.run(service().put_bundle(who, _bundle_id(event, bundle_id), body))
-    return json_response(200, answer)
+    return _changed(runtime.run(service().put_bundle(who, _bundle_id(event, bundle_id), body)))
 
 
 @router.delete("/api/v1/policy/bundles/<bundle_id>")
 def delete_bundle(bundle_id: str) -> Response:
     event = router.current_event
     who = access.system_writer(event)
-    runtime.run(service().delete_bundle(who, _bundle_id(event, bundle_id)))
-    return Response(status_code=204, body="")
+    return _changed(runtime.run(service().delete_bundle(who, _bundle_id(event, bundle_id))))
 
 
 @router.post("/api/v1/policy/bundles/<bundle_id>/simulate")
@@ -170,7 +179,7 @@ def publish_policy() -> Response:
     event = router.current_event
     who = access.system_writer(event)
     body = PublishRequest.model_validate(_body(event, required=False))
-    return json_response(200, runtime.run(service().publish(who, body)))
+    return _changed(runtime.run(service().publish(who, body)))
 
 
 @router.post("/api/v1/policy/rollback")
@@ -178,7 +187,35 @@ def rollback_policy() -> Response:
     event = router.current_event
     who = access.system_writer(event)
     body = RollbackRequest.model_validate(_body(event))
-    return json_response(200, runtime.run(service().rollback(who, body)))
+    return _changed(runtime.run(service().rollback(who, body)))
+
+
+# -- two people for a change ----------------------------------------------------------
+
+@router.get("/api/v1/policy/proposals")
+def list_proposals() -> Response:
+    access.reader(router.current_event)
+    return json_response(200, runtime.run(service().proposals()))
+
+
+@router.get("/api/v1/policy/proposals/<proposal_id>")
+def get_proposal(proposal_id: str) -> Response:
+    access.reader(router.current_event)
+    return json_response(200, runtime.run(service().proposal(proposal_id)))
+
+
+@router.post("/api/v1/policy/proposals/<proposal_id>/confirm")
+def confirm_proposal(proposal_id: str) -> Response:
+    who = access.system_writer(router.current_event)
+    return json_response(200, runtime.run(service().confirm(who, proposal_id)))
+
+
+@router.post("/api/v1/policy/proposals/<proposal_id>/reject")
+def reject_proposal(proposal_id: str) -> Response:
+    event = router.current_event
+    who = access.system_writer(event)
+    body = ProposalReject.model_validate(_body(event, required=False))
+    return json_response(200, runtime.run(service().reject(who, proposal_id, body.reason)))
 
 
 @router.get("/api/v1/policy/audit")

@@ -119,6 +119,58 @@ class PolicyAuditEntry(Body):
     """snapshot_after again; null when none."""
 
 
+class PolicyProposal(Body):
+    """A change of the bundles in force that waits for a second person's confirmation."""
+
+    id: str = optional()
+    action: str = optional()
+    """edit, delete, publish or rollback."""
+    bundle_ids: list[str] = optional()
+    snapshot_id: str | None = optional()
+    """The snapshot a rollback restores."""
+    enabled: bool | None = optional()
+    """An edit's ``enabled``, as sent."""
+    content_sha256: str | None = optional()
+    """The SHA-256 of an edit's content."""
+    message: str = optional()
+    note: str = optional()
+    proposed_by: str = optional()
+    """The author's principal id: the one identity that may not confirm it."""
+    proposed_at: str = optional()
+    expires_at: str = optional()
+    base_revision: int = optional()
+    """The revision of the policy it was worked out on; confirming needs the same."""
+    state: str = optional()
+
+
+class PolicyProposalPending(Body):
+    """202: the change is kept as a proposal until another identity confirms it."""
+
+    proposal: PolicyProposal = optional()
+    status: str = optional()
+    """pending_confirmation."""
+
+
+class PolicyProposalList(Body):
+    items: list[PolicyProposal] = optional()
+    """Oldest first, at most 20."""
+
+
+class PolicyProposalConfirmed(Body):
+    """The confirmed change's own answer (as publish, rollback or PUT answer it), and
+    who proposed and who confirmed it."""
+
+    proposal_id: str = optional()
+    proposed_by: str = optional()
+    confirmed_by: str = optional()
+
+
+class PolicyProposalRejected(Body):
+    id: str = optional()
+    state: str = optional()
+    rejected_by: str = optional()
+
+
 class PolicyRuleList(Body):
     items: list[dict[str, Any]] = optional()
     """Each rule as its bundle writes it, with ``source`` {bundle_id, fragment_id,

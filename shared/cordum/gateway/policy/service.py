@@ -31,10 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cordum.gateway.core.errors import Conflict, InvalidRequest, NotFound, Unavailable
-from cordum.gateway.policy import views
+from cordum.gateway.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable
+from cordum.gateway.policy import proposals, views
 from cordum.gateway.policy.kernel import check_request, wire_answer
-from cordum.gateway.policy.store import Commit
+from cordum.gateway.policy.proposals import PROPOSAL_FIELD, ChangeRequest
+from cordum.gateway.policy.store import MAX_PROPOSALS, Commit
 from cordum.safety.bundles import (
     CONFIG_CHANGED_SUBJECT,
     Bundle,
@@ -70,6 +71,7 @@ RESERVED_IDS = ("snapshots",)
 RESOURCE_TYPE = "policy_bundle"
 VALIDATION_FAILED = "POLICY_VALIDATION_FAILED"
 VERSION_CONFLICT = "POLICY_VERSION_CONFLICT"
+PROPOSAL_STALE = "POLICY_PROPOSAL_STALE"
 
 
 class ConfigNews(Protocol):
@@ -126,6 +128,9 @@ class _Change:
     snapshot_before: str = ""
     snapshot_after: str = ""
     snapshots: tuple[dict[str, Any], ...] = ()
+    proposal_id: str = ""
+    confirmed_by: str = ""
+    """Who confirmed a proposed change (two people); the actor is its author."""
 
 
 def _snapshot_fields(change: _Change, now: str, who: Principal, note: str,
@@ -138,8 +143,9 @@ def _snapshot_fields(change: _Change, now: str, who: Principal, note: str,
 
 class PolicyService:
     def __init__(self, store: PolicyStore, news: ConfigNews, base_file: BaseFile,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *, two_person: bool = False) -> None:
         self._store = store
+        self._two_person = two_person
         self._news = news
         self._base_file = base_file
         self._clock = clock
@@ -178,31 +184,23 @@ class PolicyService:
                          ) -> dict[str, Any]:
         checked_id(bundle_id)
         validated(body.content)
-        state = await self._store.read()
-        bundles = parse_bundles(state.document)
-        if bundle_id not in bundles and len(bundles) >= MAX_BUNDLES:
-            raise Conflict(f"too many policy bundles (at most {MAX_BUNDLES})",
-                           "too_many_policy_bundles")
-        now = self._now()
-        before = bundles.get(bundle_id)
-        enabled = body.enabled if body.enabled is not None else bool(before and before.enabled)
-        bundles[bundle_id] = Bundle(bundle_id, body.content, enabled=enabled,
-                                    author=who.principal_id, message=body.message,
-                                    created_at=before.created_at if before else now,
-                                    updated_at=now)
-        if enabled:
-            self._check_combined(bundles, ())  # the content was validated above
-        await self._commit(who, state, now, _Change("edit", bundle_id, bundles, (bundle_id,),
-                                                    body.message))
-        return {"id": bundle_id, "updated_at": now, "enabled": enabled}
+        return await self._change(who, ChangeRequest(
+            "edit", bundle_id=bundle_id, content=body.content, enabled=body.enabled,
+            message=body.message))
 
-    async def delete_bundle(self, who: Principal, bundle_id: str) -> None:
-        state = await self._store.read()
-        bundles = parse_bundles(state.document)
-        if bundles.pop(bundle_id, None) is None:
-            raise NotFound("bundle not found")
-        await self._commit(who, state, self._now(),
-                           _Change("delete", bundle_id, bundles, (bundle_id,)))
+    async def delete_bundle(self, who: Principal, bundle_id: str) -> dict[str, Any] | None:
+        """None when deleted; the proposal when it waits for confirmation."""
+        answer = await self._change(who, ChangeRequest("delete", bundle_id=bundle_id))
+        return answer if PROPOSAL_FIELD in answer else None
+
+    async def publish(self, who: Principal, body: PublishRequest) -> dict[str, Any]:
+        return await self._change(who, ChangeRequest(
+            "publish", bundle_ids=tuple(sorted(set(body.bundle_ids))), message=body.message,
+            note=body.note))
+
+    async def rollback(self, who: Principal, body: RollbackRequest) -> dict[str, Any]:
+        return await self._change(who, ChangeRequest(
+            "rollback", snapshot_id=body.snapshot_id, message=body.message, note=body.note))
 
     async def take_snapshot(self, who: Principal, note: str) -> dict[str, Any]:
         state = await self._store.read()
@@ -216,45 +214,162 @@ class PolicyService:
             snapshots=(snap,)))
         return snap
 
-    async def publish(self, who: Principal, body: PublishRequest) -> dict[str, Any]:
+    async def _change(self, who: Principal, request: ChangeRequest) -> dict[str, Any]:
+        """Work ``request`` out against the policy as it is, then commit it; or, with two
+        people required and the bundles in force changed, keep it as a proposal."""
         state = await self._store.read()
+        now = self._now()
+        change, answer = await self._plan(who, state, request, now)
+        before = parse_bundles(state.document)
+        if self._two_person and change.bundles is not None and \
+                proposals.in_force(before) != proposals.in_force(change.bundles):
+            return await self._propose(who, state, request, change, now)
+        await self._commit(who, state, now, change)
+        return answer
+
+    async def _plan(self, who: Principal, state: PolicyState, request: ChangeRequest,
+                    now: str) -> tuple[_Change, dict[str, Any]]:
+        """What ``request`` by ``who`` does to the policy ``state``: the change and the
+        answer. Reads nothing but a rollback's snapshot; writes nothing."""
         bundles = parse_bundles(state.document)
-        targets = sorted(set(body.bundle_ids)) if body.bundle_ids else sorted(bundles)
+        if request.action == "edit":
+            return self._plan_edit(who, bundles, request, now)
+        if request.action == "delete":
+            if bundles.pop(request.bundle_id, None) is None:
+                raise NotFound("bundle not found")
+            return _Change("delete", request.bundle_id, bundles, (request.bundle_id,)), {}
+        if request.action == "publish":
+            return self._plan_publish(who, state, bundles, request, now)
+        if request.action == "rollback":
+            # The target is found first: the snapshots taken below may evict it.
+            target = await self.snapshot(request.snapshot_id)
+            after = parse_bundles({"data": {"bundles": target.get("bundles") or {}}})
+            self._check_combined(after, sorted(after))
+            change = self._snapshotted("rollback", request.snapshot_id, state, bundles,
+                                       after, now, request.note, who)
+            change = replace(change, bundle_ids=tuple(sorted(after)), message=request.message)
+            return change, {"snapshot_before": change.snapshot_before,
+                            "snapshot_after": change.snapshot_after,
+                            "rollback_to": request.snapshot_id,
+                            **_snapshot_fields(change, now, who, request.note, sorted(after))}
+        raise InvalidRequest(f"unknown policy change {request.action!r}")
+
+    def _plan_edit(self, who: Principal, bundles: dict[str, Bundle], request: ChangeRequest,
+                   now: str) -> tuple[_Change, dict[str, Any]]:
+        bundle_id = request.bundle_id
+        if bundle_id not in bundles and len(bundles) >= MAX_BUNDLES:
+            raise Conflict(f"too many policy bundles (at most {MAX_BUNDLES})",
+                           "too_many_policy_bundles")
+        before = bundles.get(bundle_id)
+        enabled = request.enabled if request.enabled is not None else \
+            bool(before and before.enabled)
+        bundles[bundle_id] = Bundle(bundle_id, request.content, enabled=enabled,
+                                    author=who.principal_id, message=request.message,
+                                    created_at=before.created_at if before else now,
+                                    updated_at=now)
+        if enabled:
+            self._check_combined(bundles, ())  # the content was validated before
+        return (_Change("edit", bundle_id, bundles, (bundle_id,), request.message),
+                {"id": bundle_id, "updated_at": now, "enabled": enabled})
+
+    def _plan_publish(self, who: Principal, state: PolicyState, bundles: dict[str, Bundle],
+                      request: ChangeRequest, now: str) -> tuple[_Change, dict[str, Any]]:
+        targets = list(request.bundle_ids) or sorted(bundles)
         if not targets:
             raise InvalidRequest("no policy bundles to publish", "no_policy_bundles")
         missing = [bid for bid in targets if bid not in bundles]
         if missing:
             named = ", ".join(bid[:MAX_BUNDLE_ID_CHARS] for bid in missing[:5])
             raise NotFound(f"bundle not found: {named}", "bundle_not_found")
-        now = self._now()
         after = dict(bundles)
         for bid in targets:
             after[bid] = replace(after[bid], enabled=True, updated_at=now,
                                  author=who.principal_id,
-                                 message=body.message or after[bid].message)
+                                 message=request.message or after[bid].message)
         self._check_combined(after, targets)
-        change = self._snapshotted("publish", "", state, bundles, after, now, body.note, who)
-        await self._commit(who, state, now, replace(change, bundle_ids=tuple(targets),
-                                                    message=body.message))
-        return {"snapshot_before": change.snapshot_before,
-                "snapshot_after": change.snapshot_after, "published": targets,
-                **_snapshot_fields(change, now, who, body.note, sorted(after))}
+        change = self._snapshotted("publish", "", state, bundles, after, now, request.note, who)
+        change = replace(change, bundle_ids=tuple(targets), message=request.message)
+        return change, {"snapshot_before": change.snapshot_before,
+                        "snapshot_after": change.snapshot_after, "published": targets,
+                        **_snapshot_fields(change, now, who, request.note, sorted(after))}
 
-    async def rollback(self, who: Principal, body: RollbackRequest) -> dict[str, Any]:
-        # The target is found first: the snapshots taken below may evict it.
-        target = await self.snapshot(body.snapshot_id)
+    # -- two people for a change ------------------------------------------------------
+
+    async def proposals(self) -> dict[str, Any]:
+        """The changes waiting for confirmation, oldest first (expired ones left out)."""
+        kept = await self._store.proposals()
+        now = self._clock()
+        return {"items": sorted((proposals.view(p) for p in kept.values()
+                                 if not proposals.expired(p, now)),
+                                key=lambda p: (p["proposed_at"], p["id"]))}
+
+    async def proposal(self, proposal_id: str) -> dict[str, Any]:
+        return proposals.view(await self._pending(proposal_id))
+
+    async def confirm(self, who: Principal, proposal_id: str) -> dict[str, Any]:
+        """Put a proposed change in force. The confirmer is another identity than the
+        proposer (403 ``self_confirmation_denied``), and the policy is as the proposer
+        read it (409 ``POLICY_PROPOSAL_STALE`` otherwise: the proposal is dropped)."""
+        proposal = await self._pending(proposal_id)
+        if proposals.self_confirmation(who, proposal):
+            raise Forbidden("the author of a policy change cannot confirm it; another "
+                            "identity must", "self_confirmation_denied")
         state = await self._store.read()
-        bundles = parse_bundles(state.document)
-        after = parse_bundles({"data": {"bundles": target.get("bundles") or {}}})
-        self._check_combined(after, sorted(after))
+        if state.revision != proposal.get("base_revision") or \
+                state.newest_snapshot_id != proposal.get("base_snapshot", ""):
+            await self._store.drop_proposals(proposal_id)
+            raise Conflict("the policy changed since this change was proposed; propose it "
+                           "again", PROPOSAL_STALE)
+        author = proposals.author(proposal)
         now = self._now()
-        change = self._snapshotted("rollback", body.snapshot_id, state, bundles, after, now,
-                                   body.note, who)
-        await self._commit(who, state, now, replace(change, bundle_ids=tuple(sorted(after)),
-                                                    message=body.message))
-        return {"snapshot_before": change.snapshot_before,
-                "snapshot_after": change.snapshot_after, "rollback_to": body.snapshot_id,
-                **_snapshot_fields(change, now, who, body.note, sorted(after))}
+        change, answer = await self._plan(author, state, proposals.request(proposal), now)
+        if change.bundles is None or \
+                proposals.in_force_digest(change.bundles) != proposal.get("in_force_digest"):
+            # The same request on the same revision: not expected, and never applied.
+            await self._store.drop_proposals(proposal_id)
+            raise Conflict("this change no longer puts in force what was proposed; propose "
+                           "it again", PROPOSAL_STALE)
+        await self._commit(author, state, now, replace(
+            change, confirmed_by=who.principal_id, proposal_id=proposal_id))
+        await self._store.drop_proposals(proposal_id)
+        return {**answer, "proposal_id": proposal_id, "proposed_by": author.principal_id,
+                "confirmed_by": who.principal_id}
+
+    async def reject(self, who: Principal, proposal_id: str, reason: str) -> dict[str, Any]:
+        """Drop a proposed change (its author may withdraw it); audited."""
+        proposal = await self._pending(proposal_id)
+        state = await self._store.read()
+        await self._commit(who, state, self._now(), _Change(
+            "reject_proposal", proposal_id, None, tuple(proposal.get("bundle_ids") or ()),
+            reason, proposal_id=proposal_id))
+        await self._store.drop_proposals(proposal_id)
+        return {"id": proposal_id, "state": "rejected", "rejected_by": who.principal_id}
+
+    async def _pending(self, proposal_id: str) -> dict[str, Any]:
+        found = (await self._store.proposals()).get(proposal_id)
+        if found is None or proposals.expired(found, self._clock()):
+            raise NotFound("policy change proposal not found", "proposal_not_found")
+        return found
+
+    async def _propose(self, who: Principal, state: PolicyState, request: ChangeRequest,
+                       change: _Change, now: str) -> dict[str, Any]:
+        kept = await self._store.proposals()
+        expired = [pid for pid, p in kept.items() if proposals.expired(p, self._clock())]
+        assert change.bundles is not None  # _change proposes only a change of the bundles
+        proposal = proposals.new(who, state, request, change.bundles, change.bundle_ids, now,
+                                 self._clock())
+        entry = self._audit_entry(who, now, state.revision, _Change(
+            "propose", proposal["id"], None, tuple(proposal["bundle_ids"]), request.message,
+            proposal_id=proposal["id"]))
+        entry["proposed_action"] = request.action
+        outcome = await self._store.propose(state, proposal, entry, expired)
+        if outcome == "conflict":
+            raise Conflict("the policy changed since it was read; read it again and retry",
+                           VERSION_CONFLICT)
+        if outcome == "full":
+            raise Conflict(f"{MAX_PROPOSALS} policy changes already wait for confirmation; "
+                           "confirm or reject one first", "too_many_policy_proposals")
+        return {PROPOSAL_FIELD: proposals.view(proposal), "status": "pending_confirmation"}
 
     # -- simulation -----------------------------------------------------------------------
 
@@ -347,6 +462,16 @@ class PolicyService:
         if change.bundles is not None:
             revision += 1
             document = bundles_document(change.bundles, revision=revision, updated_at=now)
+        entry = self._audit_entry(who, now, revision, change)
+        if not await self._store.commit(state, Commit(entry, document, change.snapshots)):
+            raise Conflict("the policy changed since it was read; read it again and retry",
+                           VERSION_CONFLICT)
+        if document is not None:
+            await self._announce(revision, change.action)
+
+    @staticmethod
+    def _audit_entry(who: Principal, now: str, revision: int, change: _Change
+                     ) -> dict[str, Any]:
         entry = {"id": f"{now}-{uuid.uuid4().hex[:12]}", "action": change.action,
                  "resource_type": RESOURCE_TYPE, "resource_id": change.resource_id,
                  "actor_id": who.principal_id, "actor_tenant": who.tenant, "role": who.role,
@@ -354,11 +479,11 @@ class PolicyService:
                  "snapshot_before": change.snapshot_before,
                  "snapshot_after": change.snapshot_after, "revision": revision,
                  "created_at": now}
-        if not await self._store.commit(state, Commit(entry, document, change.snapshots)):
-            raise Conflict("the policy changed since it was read; read it again and retry",
-                           VERSION_CONFLICT)
-        if document is not None:
-            await self._announce(revision, change.action)
+        if change.proposal_id:
+            entry["proposal_id"] = change.proposal_id
+        if change.confirmed_by:
+            entry["confirmed_by"] = change.confirmed_by
+        return entry
 
     async def _announce(self, revision: int, action: str) -> None:
         import json

@@ -7,6 +7,8 @@ the safety kernel reads), the last snapshots of its bundles and the audit of cha
   bundle_ids, bundles}``, newest first, at most :data:`MAX_SNAPSHOTS`.
 - :data:`AUDIT_KEY`: a list of audit entry JSON, newest first, at most
   :data:`MAX_AUDIT_ENTRIES`.
+- :data:`PROPOSALS_KEY`: a hash of the changes waiting for a second person's
+  confirmation (id -> JSON), at most :data:`MAX_PROPOSALS` (``lua/propose.lua``).
 
 A change is read (:meth:`PolicyStore.read`), worked out, then committed by one Lua
 script (``lua/commit.lua``) that writes only if neither the document's revision nor
@@ -37,8 +39,12 @@ MAX_SNAPSHOTS = 10
 """Snapshots kept (Cordum's number); the oldest goes first."""
 MAX_AUDIT_ENTRIES = 500
 """Audit entries kept (Cordum's number); the oldest goes first."""
+PROPOSALS_KEY = "cfg:system:policy_proposals"
+MAX_PROPOSALS = 20
+"""Changes that may wait for confirmation at once; one more is refused (409)."""
 
 _COMMIT_LUA = Path(__file__).parent / "lua" / "commit.lua"
+_PROPOSE_LUA = Path(__file__).parent / "lua" / "propose.lua"
 
 
 class RedisPolicyProtocol(Protocol):
@@ -47,6 +53,8 @@ class RedisPolicyProtocol(Protocol):
     def pipeline(self, transaction: bool = ...) -> Any: ...
     def lrange(self, name: str, start: int, end: int) -> Awaitable[Any]: ...
     def register_script(self, script: str) -> Any: ...
+    def hgetall(self, name: str) -> Awaitable[Any]: ...
+    def hdel(self, name: str, *keys: str) -> Awaitable[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +99,13 @@ def _compact(value: Any) -> str:
 
 class PolicyStore:
     def __init__(self, redis: RedisPolicyProtocol, *, doc_key: str = POLICY_DOC_KEY,
-                 snapshots_key: str = SNAPSHOTS_KEY, audit_key: str = AUDIT_KEY) -> None:
+                 snapshots_key: str = SNAPSHOTS_KEY, audit_key: str = AUDIT_KEY,
+                 proposals_key: str = PROPOSALS_KEY) -> None:
         self._redis = redis
         self._keys = (doc_key, snapshots_key, audit_key)
+        self._proposals_key = proposals_key
         self._commit = redis.register_script(_COMMIT_LUA.read_text())
+        self._propose = redis.register_script(_PROPOSE_LUA.read_text())
 
     async def read(self) -> PolicyState:
         doc_key, snapshots_key, _ = self._keys
@@ -123,6 +134,48 @@ class PolicyStore:
         except Exception as exc:
             raise StoreError(f"commit policy: {type(exc).__name__}: {exc}") from exc
         return int(done) == 1
+
+    async def propose(self, read: PolicyState, proposal: dict[str, Any],
+                      audit_entry: dict[str, Any], expired: Sequence[str]) -> str:
+        """Keep ``proposal`` (under its ``id``) with its audit entry, dropping the
+        ``expired`` ones first, when the policy is still as ``read``: ``"ok"``,
+        ``"conflict"`` (the policy changed) or ``"full"`` (:data:`MAX_PROPOSALS`
+        wait already)."""
+        doc_key, snapshots_key, audit_key = self._keys
+        args = [str(read.revision), read.newest_snapshot_id, str(MAX_PROPOSALS),
+                str(MAX_AUDIT_ENTRIES), str(proposal["id"]), _compact(proposal),
+                _compact(audit_entry), *expired]
+        try:
+            done = await self._propose(
+                keys=[doc_key, snapshots_key, audit_key, self._proposals_key], args=args)
+        except Exception as exc:
+            raise StoreError(f"propose policy change: {type(exc).__name__}: {exc}") from exc
+        return done.decode() if isinstance(done, bytes) else str(done)
+
+    async def proposals(self) -> dict[str, dict[str, Any]]:
+        """Every proposal kept (at most :data:`MAX_PROPOSALS`), by id."""
+        try:
+            raw = await self._redis.hgetall(self._proposals_key)
+        except Exception as exc:
+            raise StoreError(f"read {self._proposals_key}: {type(exc).__name__}: {exc}"
+                             ) from exc
+        out: dict[str, dict[str, Any]] = {}
+        for key, value in (raw or {}).items():
+            try:
+                found = json.loads(value)
+            except ValueError:
+                continue  # not ours
+            if isinstance(found, dict):
+                out[key.decode() if isinstance(key, bytes) else str(key)] = found
+        return out
+
+    async def drop_proposals(self, *ids: str) -> None:
+        if not ids:
+            return
+        try:
+            await self._redis.hdel(self._proposals_key, *ids)
+        except Exception as exc:
+            raise StoreError(f"drop proposals: {type(exc).__name__}: {exc}") from exc
 
     async def snapshots(self) -> list[dict[str, Any]]:
         """The snapshots kept, newest first."""

@@ -1,0 +1,34 @@
+-- Keep a policy change that waits for a second person's confirmation, with the audit
+-- entry that records it, in one step and only if the policy is still what the
+-- proposer read (the same compare as commit.lua).
+-- KEYS[1] the policy document; KEYS[2] the snapshots; KEYS[3] the audit;
+-- KEYS[4] the proposals (cfg:system:policy_proposals): a hash id -> JSON
+-- ARGV[1] the revision the proposer read; ARGV[2] the id of the newest snapshot read
+-- ARGV[3] how many proposals may wait; ARGV[4] how many audit entries are kept
+-- ARGV[5] the proposal's id; ARGV[6] the proposal (JSON); ARGV[7] the audit entry
+-- ARGV[8..] ids of expired proposals, dropped first
+-- Returns "ok", "conflict" (nothing written) or "full" (nothing written).
+local function decoded(raw, name)
+  if not raw then return nil end
+  local ok, value = pcall(cjson.decode, raw)
+  if not ok or type(value) ~= 'table' then
+    error('policy: ' .. name .. ' is not a JSON object')
+  end
+  return value
+end
+
+local doc = decoded(redis.call('GET', KEYS[1]), 'document')
+local revision = 0
+if doc then revision = tonumber(doc.revision) or 0 end
+if revision ~= tonumber(ARGV[1]) then return 'conflict' end
+local head = decoded(redis.call('LINDEX', KEYS[2], 0), 'snapshot')
+local head_id = ''
+if head then head_id = tostring(head.id or '') end
+if head_id ~= ARGV[2] then return 'conflict' end
+
+for i = 8, #ARGV do redis.call('HDEL', KEYS[4], ARGV[i]) end
+if redis.call('HLEN', KEYS[4]) >= tonumber(ARGV[3]) then return 'full' end
+redis.call('HSET', KEYS[4], ARGV[5], ARGV[6])
+redis.call('LPUSH', KEYS[3], ARGV[7])
+redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[4]) - 1)
+return 'ok'
