@@ -1,1 +1,1 @@
-"""Approvals: the jobs waiting for a human, approve and reject, a gate's context."""
+"""Approvals: the jobs waiting for a human, approve and reject, a job's approval context."""

@@ -1,5 +1,5 @@
 """The approval operations of the gateway's OpenAPI document: the list, approve, reject
-and a gate's context (Cordum's operation ids and the machine codes they answer)."""
+and a job's approval context (Cordum's operation ids and the machine codes they answer)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ PART = ApiPart(
                          404: codes(("RESULT_INVALID_STATUS",)),
                          409: codes(APPROVAL_CONFLICTS)}),
         Operation("get", "/api/v1/approvals/{job_id}/context", "getApprovalContext",
-                  "A workflow approval gate's context document", "Approvals",
+                  "What an approver needs to decide about a job", "Approvals",
                   approval_schemas.ApprovalContext, errors=(404, *AUTHENTICATED)),
     ),
     tags=(("Approvals", "Human approval of jobs held by policy (admin only)."),),

@@ -35,6 +35,7 @@ from cordum.approval import (
     job_hash,
     same_policy,
 )
+from cordum.gateway.approvals import context
 from cordum.gateway.approvals.views import (
     APPROVAL_ITEM_FIELDS,
     approval_item,
@@ -64,9 +65,6 @@ if TYPE_CHECKING:
     from cordum.store.reads import RedisReadProtocol, Row
 
 log = logging.getLogger(__name__)
-
-GATE_CONTEXT_KIND = "workflow_approval_context"
-"""The ``kind`` of the document a workflow approval gate's ``ctx:`` payload holds."""
 
 API_SENDER = "api-gateway"
 """Sender and worker id of what the API publishes about a decided job (Cordum's)."""
@@ -156,22 +154,32 @@ class ApprovalService:
     # -------------------------------------------------------------- checks
 
     async def context(self, who: Principal, job_id: str) -> dict[str, Any]:
-        """The context document of a workflow's approval gate: the run, the step and the
-        evaluated input the approver decides on (the gate's ``ctx:`` payload). Another
-        tenant's job, and a job that is no gate, answer not found."""
-        meta = await self._store.get(job_id)
+        """What an approver needs to decide about a job of the caller's tenant: the
+        approval record, why it was gated, what will run, prior approvals of the same
+        topic and submitter, blast radius, rollback and time left (a workflow gate's
+        stored document, ``kind`` ... ``decision``, at the top). Any job of the tenant
+        answers; a missing job and another tenant's answer the same 404.
+
+        Two pipelined round trips at most; every read is bounded, whatever the tenant
+        stores (the bounds: ``cordum.gateway.approvals.context``).
+        """
+        stored = await context.read_job(self._redis, who.tenant, job_id)
+        meta = stored.meta
         if not meta or meta.get("tenant", "") != who.tenant:
             raise NotFound("job not found")
-        if meta.get("topic", "") not in APPROVAL_GATE_TOPICS:
-            raise NotFound("job is not an approval gate", "approval_context_not_found")
-        raw = await self._store.get_payload(protocol.context_key(job_id))
-        try:
-            doc = json.loads(raw) if raw else None
-        except ValueError:
-            doc = None
-        if not isinstance(doc, dict) or doc.get("kind") != GATE_CONTEXT_KIND:
-            raise NotFound("approval context not found", "approval_context_not_found")
-        return doc
+        topic, principal = meta.get("topic", ""), meta.get("principal", "")
+        gate_topic = topic in APPROVAL_GATE_TOPICS
+        candidates = [member for _, member in stored.candidates] if principal else []
+        whole = gate_topic and stored.input_size > context.INPUT_PREVIEW_BYTES
+        metas, payload = await context.read_more(self._redis, job_id, candidates, whole)
+        withheld = context.input_withheld(meta, stored.output_decision)
+        preview = context.InputPreview.of(stored.input_size, stored.input_head, withheld)
+        gate = context.gate_document(topic, payload if whole else stored.input_head)
+        return context.context_document(
+            job_id, stored, req=context.parse_request(stored.request), gate=gate,
+            preview=preview,
+            priors=context.prior_approvals(candidates, metas, who.tenant, topic, principal),
+            now=now_us())
 
     @staticmethod
     def _owned(who: Principal, meta: dict[str, str] | None) -> dict[str, str]:
