@@ -1,0 +1,18 @@
+-- Move a tenant's staged audit events from its outbox into its chain, oldest first
+-- (run after audit_chain.lua: with_audit). An event leaves the outbox only in the
+-- step that appends it, so none is lost or appended twice.
+-- KEYS[1] the outbox (a list of canonical event bytes)  KEYS[2] the chain's stream
+-- KEYS[3] its head  KEYS[4] the set of tenants with a staged event
+-- ARGV[1] the HMAC key ('' for none)  ARGV[2] at most this many events
+-- ARGV[3] the tenant (removed from KEYS[4] once its outbox is empty)
+-- Returns the number appended.
+local moved = 0
+for _ = 1, tonumber(ARGV[2]) do
+  local event = redis.call('LINDEX', KEYS[1], 0)
+  if not event then break end
+  audit_append(KEYS[2], KEYS[3], event, ARGV[1])
+  redis.call('LPOP', KEYS[1])
+  moved = moved + 1
+end
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[4], ARGV[3]) end
+return moved
