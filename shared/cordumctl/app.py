@@ -15,13 +15,24 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from cordumctl.commands import approvals, dlq, events, jobs, policy, runs, system, workflows
+from cordumctl.commands import (
+    approvals,
+    audit,
+    dlq,
+    events,
+    jobs,
+    policy,
+    runs,
+    system,
+    workflows,
+)
 from cordumctl.errors import CliError, ExitCode
 from cordumctl.output import Format, shown
 from cordumctl.session import Options, Runtime, Session
 
 HELP = """Operate Cordum from the command line: jobs, approvals, the DLQ, workers,
-health, workflows with their runs, the live event stream, and the policy.
+health, workflows with their runs, the live event stream, the policy and the audit
+chain.
 
 The API's URL, key and tenant come together from one place, never mixed:
 --url/--key/--tenant, else CORDUM_API_URL, CORDUM_API_KEY and CORDUM_TENANT_ID, else
@@ -136,6 +147,7 @@ app.add_typer(workflows.app, name="workflows")
 app.add_typer(runs.app, name="runs")
 app.command("events")(events.events)
 app.add_typer(policy.app, name="policy")
+app.add_typer(audit.app, name="audit")
 
 
 @app.callback()

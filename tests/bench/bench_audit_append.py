@@ -1,5 +1,7 @@
 """The cost of an audit chain append (cordum.store.audit): the SHA-256 and HMAC-SHA256
-in Lua, beside the floor of a script that writes the same entry and head unhashed.
+in Lua over the previous hash, the seq and the event's digest (which the client computes
+and the client's figure includes), beside the floor of a script that writes the same
+entry and head unhashed.
 
 On a private redis-server (nothing else on it), for a ~500 B event and for the largest
 (16 KiB), each variant appends ``appends`` events in a row, sequentially, ``--runs``

@@ -251,6 +251,65 @@ def stream_details(info: dict[str, Any]) -> list[str]:
     return lines
 
 
+def audit_details(result: dict[str, Any]) -> list[str]:
+    """Item 10: each act without its event, with it, with it signed, side by side."""
+    info = result.get("info") or {}
+    figs = {f["id"]: f for f in result["figures"]}
+
+    def med(fid: str, digits: int = 1) -> str:
+        fig = figs.get(fid)
+        return fmt(fig["median"], digits) if fig else "n/a"
+
+    def cost(fid: str) -> str:
+        fig = figs.get(fid)
+        return f" (+{fmt(fig['median'], 1)})" if fig and fig["median"] >= 0 else (
+            f" ({fmt(fig['median'], 1)})" if fig else "")
+
+    def trips(act: str) -> str:
+        runs = (info.get("round_trips") or {}).get(act) or {}
+        return " / ".join(fmt(sorted(runs[v])[len(runs[v]) // 2]) if runs.get(v) else "n/a"
+                          for v in ("none", "event", "hmac"))
+
+    acts, runs, key = info.get("acts", 0), info.get("runs", 0), info.get("hmac_key_bytes", 32)
+    lines = ["", f"{acts:,} acts per variant, one after another, in blocks of "
+                 f"{info.get('block', 50)} taking turns with the other variants', {runs} runs "
+                 "after a warm-up "
+                 "(medians of the per-run means), on a redis-server of the benchmark's own. "
+                 "Client µs per act, the event's cost beside it in parentheses (built and "
+                 "encoded per act, as the gateway does); Redis µs per call from INFO "
+                 f"commandstats (evalsha). HMAC: a {key}-byte key.", ""]
+    rows = []
+    for act, title in (("cancel", "job cancel (transition to CANCELLED)"),
+                       ("gated", "gated submit (create in APPROVAL_REQUIRED)")):
+        rows.append([title, med(f"audit_{act}_none_us"),
+                     med(f"audit_{act}_event_us") + cost(f"audit_{act}_event_cost_us"),
+                     med(f"audit_{act}_hmac_us") + cost(f"audit_{act}_hmac_cost_us"),
+                     " / ".join(med(f"audit_{act}_{v}_redis") for v in ("none", "event", "hmac")),
+                     trips(act)])
+    lines += table(["act", "without event, µs", "with event, µs", "with event + HMAC, µs",
+                    "Redis µs/call (without / with / + HMAC)", "round trips per act"], rows)
+    note_us = float(info.get("library_note_us") or 2.0)
+    chunk = figs.get("audit_chunk_redis")
+    for act, what in (("cancel", "transition"), ("gated", "create")):
+        plain, carried = figs.get(f"audit_{act}_plain_redis"), figs.get(f"audit_{act}_none_redis")
+        if not plain or not carried:
+            continue
+        lines += ["", f"Unaudited {what}: plain script {fmt(plain['median'], 1)} µs/call in "
+                      f"Redis vs script carrying the audit library {fmt(carried['median'], 1)} "
+                      f"µs/call ({med(f'audit_{act}_library_redis')} µs per call, per run "
+                      f"{fmt(figs[f'audit_{act}_library_redis']['min'], 1)} to "
+                      f"{fmt(figs[f'audit_{act}_library_redis']['max'], 1)})."]
+    if chunk:
+        verdict = (f"over {note_us:g} µs: the chunk builds its tables (the SHA-256 constants) "
+                   "and closures on every run of every job script that carries it, appending "
+                   "or not; building them on the first append would take this off the job "
+                   "hot path" if chunk["median"] > note_us else f"within {note_us:g} µs")
+        lines += ["", f"The library chunk alone (`return 0` with it minus without): "
+                      f"{fmt(chunk['median'], 1)} µs per script run in Redis "
+                      f"({fmt(chunk['min'], 1)}–{fmt(chunk['max'], 1)}), {verdict}."]
+    return lines
+
+
 def item_details(result: dict[str, Any]) -> list[str]:
     info, lines = result.get("info") or {}, []
     if result["item"] in ("dispatch", "sustained") and info:
@@ -303,6 +362,8 @@ def item_details(result: dict[str, Any]) -> list[str]:
                       f"reads the same metas and requests, {info['batch']} jobs a pipelined "
                       f"round trip, from ids known beforehand, and evaluates each with "
                       f"nothing else."]
+    if result["item"] == "audit" and result["figures"]:
+        lines += audit_details(result)
     if result["item"] == "cold_start" and info:
         lines += ["", f"Interpreter: {info.get('python')}; Lambda runtime folder (boto3, "
                       f"awslambdaric): {info.get('runtime_dir')}; layer files: "
@@ -342,7 +403,7 @@ def report(results: list[dict[str, Any]], mach: dict[str, str], started: datetim
     lines += [f"- `{r['command']}` ({r['seconds']:.0f} s{'' if r['ok'] else ', FAILED'})"
               for r in results]
     # Sections in the issue's order (the stack items run last).
-    for r in sorted(results, key=lambda r: r["title"].split(".", 1)[0]):
+    for r in sorted(results, key=lambda r: int(r["title"].split(".", 1)[0])):
         lines += ["", f"## {r['title']}", ""]
         if not r["ok"]:
             lines += ["This benchmark failed; see the output of `make bench`.", ""]

@@ -11,8 +11,8 @@ already up has its bridge as it was started (``BRIDGE_SQS_CALL_LOG=1 make up``
 for the same).
 
 Knobs (environment): BENCH_ONLY / BENCH_SKIP (comma-separated item names:
-roundtrips, cpu, cold_start, scale, workflow, stream, policy_replay, dispatch,
-sustained), BENCH_REPLAY_JOBS, BENCH_REPLAY_RUNS,
+roundtrips, cpu, cold_start, scale, workflow, stream, policy_replay, audit, dispatch,
+sustained), BENCH_REPLAY_JOBS, BENCH_REPLAY_RUNS, BENCH_AUDIT_ACTS,
 BENCH_LATENCY_JOBS, BENCH_LATENCY_RATE, BENCH_SUSTAINED_JOBS, BENCH_SUSTAINED_CONCURRENCY,
 BENCH_SCALE_JOBS, BENCH_SCALE_RUNS, BENCH_IMPORT_RUNS, BENCH_CPU_BATCHES,
 BENCH_ROUNDTRIP_JOBS, BENCH_WORKFLOW_STEPS, BENCH_WORKFLOW_RUNS, BENCH_SQS_FLOOR_BATCH,
@@ -84,6 +84,8 @@ def items() -> list[Item]:
              "tests.bench.bench_policy_replay",
              [str(env_int("BENCH_REPLAY_JOBS", 10_000)), "--runs",
               str(env_int("BENCH_REPLAY_RUNS", 5))]),
+        Item("audit", "10. Audited governance acts", "tests.bench.bench_audited_act",
+             [str(env_int("BENCH_AUDIT_ACTS", 500)), "--runs", "5"]),
         Item("dispatch", "4. Dispatch latency through the local stack",
              "tests.bench.bench_dispatch", [], needs_stack=True),
         Item("sustained", "6. Sustained load", "tests.bench.bench_sustained", [],

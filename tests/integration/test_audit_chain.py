@@ -1,5 +1,6 @@
 """The audit chain on the real Redis: the Lua SHA-256/HMAC against Python's, appends,
-concurrency, composition into another script, and tampering found by the verifier."""
+concurrency, composition into another script, the outbox and its drain, and tampering
+found by the verifier."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from cordum.store.audit import (
     encode_event,
     entry_hash,
     entry_hmac,
+    event_digest,
     head_key,
     stream_key,
     with_audit,
 )
+from cordum.store.audit_trail import OUTBOX_TENANTS, AuditTrail, outbox_key
 from cordum.store.audit_verify import verify_chain
 from cordum.store.errors import StoreError
 from tests.conftest import REDIS_URL
@@ -228,25 +231,64 @@ def test_an_event_over_16_kib_appends_nothing(env):
         env.run(env.chain.append(env.tenant, env.event(1, reason="x" * MAX_EVENT_BYTES)))
     # The script holds the same bound for bytes that did not come through encode_event.
     script = env.redis.register_script(with_audit(
-        "return audit_append(KEYS[1], KEYS[2], ARGV[1], ARGV[2])"))
+        "return audit_append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])"))
     keys = [stream_key(env.tenant), head_key(env.tenant)]
+    big = b"x" * (MAX_EVENT_BYTES + 1)
     with pytest.raises(Exception, match="AUDIT event of 16385 bytes is over 16384"):
-        env.run(script(keys=keys, args=[b"x" * (MAX_EVENT_BYTES + 1), KEY]))
+        env.run(script(keys=keys, args=[big, event_digest(big), KEY]))
     with pytest.raises(Exception, match="AUDIT empty event"):
-        env.run(script(keys=keys, args=[b"", KEY]))
+        env.run(script(keys=keys, args=[b"", event_digest(b""), KEY]))
     assert env.run(env.redis.exists(*keys)) == 0
-    assert env.run(script(keys=keys, args=[b"x" * MAX_EVENT_BYTES, KEY]))[0] == 1
+    full = b"x" * MAX_EVENT_BYTES
+    assert env.run(script(keys=keys, args=[full, event_digest(full), KEY]))[0] == 1
+
+
+@pytest.mark.parametrize("digest", ["", "abc", "A" * 64, "g" * 64, "0" * 63, "0" * 65,
+                                    hashlib.sha256(b"x").hexdigest().upper()])
+def test_a_digest_that_is_not_64_lowercase_hex_digits_appends_nothing(env, digest):
+    script = env.redis.register_script(with_audit(
+        "return audit_append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])"))
+    keys = [stream_key(env.tenant), head_key(env.tenant)]
+    with pytest.raises(Exception, match="AUDIT event digest must be 64 lowercase hex"):
+        env.run(script(keys=keys, args=[b"{}", digest, KEY]))
+    assert env.run(env.redis.exists(*keys)) == 0
+
+
+def test_a_writer_that_chains_another_events_digest_fails_verification_at_its_seq(env):
+    env.append(1)
+    script = env.redis.register_script(with_audit(
+        "return audit_append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])"))
+    keys = [stream_key(env.tenant), head_key(env.tenant)]
+    shown, chained = encode_event(env.event(2)), encode_event(env.event(3))
+    # The script takes the digest on trust (it does not hash the event again) ...
+    assert env.run(script(keys=keys, args=[shown, event_digest(chained), KEY]))[0] == 2
+    env.append(4)
+    # ... and the verifier, which hashes the stored event itself, names the entry.
+    result = env.verify()
+    assert (result.status, gaps(result)) == ("compromised", [(2, "hash_mismatch"),
+                                                             (2, "hmac_mismatch")])
+    assert result.verified_events == 2
+
+
+def test_the_lua_hashes_the_same_bytes_whatever_the_events_size(env):
+    small = env.run(env.chain.append(env.tenant, env.event(1)))
+    large = env.run(env.chain.append(env.tenant, env.event(2, reason="r" * 16000)))
+    entries = env.entries()
+    assert small[1] == entry_hash("", 1, entries[0].event)
+    assert large[1] == entry_hash(small[1], 2, entries[1].event)
+    assert len(entries[1].event) > 16000
 
 
 # --------------------------------------------------------------------------- composition
 
 COMPOSED = """
 -- KEYS[1] a record  KEYS[2] the audit stream  KEYS[3] its head
--- ARGV[1] the record's value  ARGV[2] the event  ARGV[3] the HMAC key  ARGV[4] '1': refuse
-if ARGV[4] == '1' then
+-- ARGV[1] the record's value  ARGV[2] the event  ARGV[3] its SHA-256 hex
+-- ARGV[4] the HMAC key  ARGV[5] '1': refuse
+if ARGV[5] == '1' then
   return redis.error_reply('refused by its own check')
 end
-local appended = audit_append(KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+local appended = audit_append(KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4])
 redis.call('SET', KEYS[1], ARGV[1])
 return appended
 """
@@ -266,9 +308,47 @@ def test_a_composed_script_writes_its_act_and_the_event_together_or_neither(env)
         env.run(script(keys=keys, args=["again", *env.chain.script_args(env.event(2)), "1"]))
     # The append refuses (an oversized event): the record is not written either.
     with pytest.raises(Exception, match="AUDIT event of"):
-        env.run(script(keys=keys, args=["again", b"x" * (MAX_EVENT_BYTES + 1), KEY]))
+        big = b"x" * (MAX_EVENT_BYTES + 1)
+        env.run(script(keys=keys, args=["again", big, event_digest(big), KEY]))
     assert env.run(env.redis.get(record)) == b"done"
     assert [e.seq_number for e in env.entries()] == [1]
+    assert env.verify().status == "ok"
+
+
+# --------------------------------------------------------------------------- the outbox
+
+
+def test_staged_events_carry_their_digest_and_drain_into_the_chain_in_order(env):
+    trail = AuditTrail(env.redis, KEY)
+
+    async def stage(n: int) -> None:
+        pipe = env.redis.pipeline(transaction=True)
+        pipe.set(f"test:audit:{env.unique}:act{n}", "done")
+        trail.stage(pipe, env.event(n))
+        await pipe.execute()
+
+    for n in (1, 2, 3):
+        env.run(stage(n))
+    staged = env.run(env.redis.lrange(outbox_key(env.tenant), 0, -1))
+    for n, item in enumerate(staged, start=1):
+        data = encode_event(env.event(n))
+        assert item == event_digest(data).encode() + b"\n" + data
+    assert env.run(trail.drain(env.tenant, most=2)) == 2
+    assert env.run(trail.drain(env.tenant)) == 1
+    assert env.run(env.redis.exists(outbox_key(env.tenant))) == 0
+    assert env.tenant.encode() not in env.run(env.redis.smembers(OUTBOX_TENANTS))
+    entries = env.entries()
+    assert [e.event for e in entries] == [encode_event(env.event(n)) for n in (1, 2, 3)]
+    assert env.verify().status == "ok"
+
+
+def test_an_outbox_item_staged_without_a_digest_is_hashed_by_the_drain(env):
+    trail = AuditTrail(env.redis, KEY)
+    legacy = encode_event(env.event(1))
+    env.run(env.redis.rpush(outbox_key(env.tenant), legacy))
+    assert env.run(trail.drain(env.tenant)) == 1
+    [entry] = env.entries()
+    assert entry.event == legacy and entry.hash == entry_hash("", 1, legacy)
     assert env.verify().status == "ok"
 
 

@@ -23,6 +23,7 @@ from cordum.scheduler.backoff import BackoffPolicy
 from cordum.scheduler.engine import Engine
 from cordum.scheduler.output_check import OutputChecker
 from cordum.scheduler.strategy import LeastLoadedStrategy
+from cordum.store.audit import stream_key
 from cordum.store.jobs import JobStore
 from cordum.store.locks import JobLocks
 from cordum.store.results import decision_key, redacted_key
@@ -99,6 +100,11 @@ class Harness:
 
     async def meta(self) -> dict[str, str]:
         return await self.store.get(self.job_id)
+
+    async def audited(self) -> list[dict[str, Any]]:
+        """The events of the tenant's audit chain, oldest first."""
+        entries = await self.redis.xrange(stream_key(f"t-{self.unique}"))
+        return [json.loads(fields[b"event"]) for _, fields in entries]
 
     async def cleanup(self) -> None:
         keys = await self.redis.keys(f"*{self.unique}*")
@@ -179,6 +185,10 @@ def test_sync_quarantine_sets_the_state_dlq_and_audit_event(harness):
     assert progress.step_id == "output_policy" and progress.percent == 100
     assert progress.status == protocol.JobStatus.JOB_STATUS_DENIED
     assert progress.message == "blocked topic"
+    # One audit event, appended by the transition's own script, naming the policy.
+    [event] = loop.run_until_complete(h.audited())
+    assert (event["type"], event["actor"], event["job_id"], event["reason"]) == \
+        ("output.quarantine", "system:output-policy", h.job_id, "blocked topic")
 
 
 def test_async_content_quarantine_downgrades_a_succeeded_job(harness):
@@ -207,6 +217,9 @@ def test_async_content_quarantine_downgrades_a_succeeded_job(harness):
     assert entry["reason_code"] == "output_quarantined_async"
     assert entry["last_state"] == "SUCCEEDED"
     assert [p.job_result.error_code for p in dlq] == ["output_quarantined_async"]
+    [event] = loop.run_until_complete(h.audited())
+    assert (event["type"], event["job_id"], event["extra"]["decision"]) == \
+        ("output.quarantine", h.job_id, "QUARANTINE")
 
 
 def test_clean_output_stays_succeeded_with_both_phases_recorded(harness):
@@ -223,6 +236,7 @@ def test_clean_output_stays_succeeded_with_both_phases_recorded(harness):
     assert json.loads(meta["output_safety"])["phase"] == "async"
     assert meta["result_ptr"] == protocol.pointer(protocol.result_key(h.job_id))
     assert loop.run_until_complete(h.redis.exists(f"dlq:entry:{h.job_id}")) == 0
+    assert loop.run_until_complete(h.audited()) == []  # an allowed output is no act
 
 
 def test_sync_redact_swaps_in_the_redacted_result(harness):
@@ -242,6 +256,9 @@ def test_sync_redact_swaps_in_the_redacted_result(harness):
     # The original is left where the worker wrote it.
     original = loop.run_until_complete(h.redis.get(protocol.result_key(h.job_id)))
     assert original == b"card 1234 5678, ok"
+    [event] = loop.run_until_complete(h.audited())
+    assert (event["type"], event["actor"], event["job_id"]) == \
+        ("output.redact", "system:output-policy", h.job_id)
 
 
 def test_same_quarantined_result_twice_gives_one_transition_and_one_dlq_entry(harness):
@@ -262,6 +279,8 @@ def test_same_quarantined_result_twice_gives_one_transition_and_one_dlq_entry(ha
     events = loop.run_until_complete(h.redis.lrange(f"job:events:{h.job_id}", 0, -1))
     assert [json.loads(e)["state"] for e in events].count("OUTPUT_QUARANTINED") == 1
     assert len(dlq) == 1
+    # The redelivery moved nothing, so it appended nothing either.
+    assert [e["type"] for e in loop.run_until_complete(h.audited())] == ["output.quarantine"]
 
 
 def test_kernel_down_meta_check_fails_open_and_content_check_holds_or_fails_open(unique):

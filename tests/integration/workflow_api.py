@@ -39,9 +39,9 @@ class RecordingRunner(WorkflowRunner):
         if self.fail_start:
             raise RuntimeError("queue unavailable")
 
-    async def cancel(self, tenant: str, run_id: str) -> bool:
+    async def cancel(self, tenant: str, run_id: str, *, audit: Any = None) -> bool:
         self.cancelled.append((tenant, run_id))
-        return await super().cancel(tenant, run_id)
+        return await super().cancel(tenant, run_id, audit=audit)
 
 
 class Api:

@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cordum.gateway.app", "cordum.stream"),
     ("cordum.gateway.jobs", "cordum.gateway.approvals", "cordum.gateway.dlq",
      "cordum.gateway.workflows", "cordum.gateway.system", "cordum.gateway.docs",
-     "cordum.gateway.events", "cordum.gateway.policy",
+     "cordum.gateway.events", "cordum.gateway.policy", "cordum.gateway.audit",
      "cordum.worker"),
     ("cordum.gateway.core",),
     ("cordum.workflow", "cordum.scheduler"),

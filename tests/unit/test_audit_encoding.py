@@ -8,6 +8,7 @@ import pytest
 
 from cordum.store.audit import (
     MAX_EVENT_BYTES,
+    AuditChain,
     AuditEncodingError,
     AuditEntry,
     AuditEvent,
@@ -18,6 +19,8 @@ from cordum.store.audit import (
     encode_event,
     entry_hash,
     entry_hmac,
+    event_digest,
+    hashed_bytes,
     head_key,
     parse_head,
     stream_key,
@@ -157,13 +160,34 @@ def test_with_audit_puts_the_library_before_the_body():
 # --------------------------------------------------------------------------- the formula
 
 
-def test_entry_hash_is_sha256_of_prev_seq_and_event_on_lines():
+def test_entry_hash_is_sha256_of_prev_seq_and_the_events_digest_on_lines():
     import hashlib
     import hmac
 
     prev = "b" * 64
-    assert entry_hash(prev, 7, b"{}") == hashlib.sha256(f"{prev}\n7\n{{}}".encode()).hexdigest()
-    assert entry_hmac(b"k", "", 1, b"{}") == hmac.new(b"k", b"\n1\n{}", "sha256").hexdigest()
+    digest = hashlib.sha256(b"{}").hexdigest()
+    assert event_digest(b"{}") == digest
+    assert entry_hash(prev, 7, b"{}") == hashlib.sha256(
+        f"{prev}\n7\n{digest}".encode()).hexdigest()
+    assert entry_hmac(b"k", "", 1, b"{}") == hmac.new(
+        b"k", f"\n1\n{digest}".encode(), "sha256").hexdigest()
+    # A fixed number of bytes is hashed whatever the event's size.
+    assert len(hashed_bytes(prev, 7, b"x" * MAX_EVENT_BYTES)) == len(hashed_bytes(prev, 7, b"{}"))
+
+
+def test_script_args_are_the_event_its_digest_and_the_key():
+    import hashlib
+
+    class Redis:
+        def register_script(self, source: str) -> object:
+            return object()
+
+    data = encode_event(event())
+    assert AuditChain(Redis(), b"key").script_args(event()) == [
+        data, hashlib.sha256(data).hexdigest().encode(), b"key"]
+    assert AuditChain(Redis()).script_args(data)[2] == b""
+    with pytest.raises(AuditEncodingError):
+        AuditChain(Redis()).script_args(b"")
 
 
 # --------------------------------------------------------------------------- the pure verifier

@@ -32,6 +32,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from pydantic import ValidationError
 
 from cordum.gateway.approvals import routes as approvals
+from cordum.gateway.audit import routes as audit
 from cordum.gateway.core.errors import (
     GatewayError,
     InvalidRequest,
@@ -66,7 +67,7 @@ WORKFLOW_RETRY_AFTER_S = 1
 """Retry-After of a workflow refusal that may pass when sent again."""
 
 FEATURES: tuple[Feature, ...] = (jobs, approvals, dlq, system, workflows, events, policy,
-                                  docs)
+                                  audit, docs)
 """Every feature's routes module, in the order the OpenAPI document lists them."""
 
 app = APIGatewayRestResolver()

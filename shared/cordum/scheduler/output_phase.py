@@ -21,10 +21,14 @@ from cordum.metrics import METRICS
 from cordum.safety.output_client import CONTENT_TIMEOUT_S
 from cordum.scheduler.output_check import ASYNC_QUARANTINE_CODE, UNAVAILABLE_QUARANTINE_CODE
 from cordum.scheduler.packets import tenant_of
+from cordum.store.audit_trail import AuditTrail, governance, process_hmac_key
 from cordum.store.errors import InvalidTransition, StoreError
 from cordum.store.held_outputs import HeldOutputs
 from cordum.store.jobs import JobState, now_us
 from cordum.store.results import DECISION_TTL_S, decision_key
+
+OUTPUT_POLICY_ACTOR = "system:output-policy"
+"""The actor of a quarantine or redaction: the output policy, no person."""
 
 if TYPE_CHECKING:
     from cordum.bus.publisher import BusPublisher
@@ -32,7 +36,8 @@ if TYPE_CHECKING:
     from cordum.scheduler.policy import EnginePolicy
     from cordum.scheduler.ports import EnginePorts
     from cordum.scheduler.transitions import StateWriter
-    from cordum.store.jobs import JobStore
+    from cordum.store.audit import AuditEvent
+    from cordum.store.jobs import AuditParts, JobStore
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +66,22 @@ class OutputScan:
     def records(self) -> dict[str, tuple[str, int]]:
         return {decision_key(self.job_id): (self.verdict.record_json(), DECISION_TTL_S)}
 
+    def audit_event(self) -> AuditEvent | None:
+        """The audit event of the output policy's act on this job: a quarantine or a
+        redaction (None for any other decision). The actor is the output policy."""
+        from cordum.safety.output_policy import OutputDecision
+
+        verdict = self.verdict
+        if verdict.quarantine:
+            kind = "output.quarantine"
+        elif verdict.decision is OutputDecision.REDACT:
+            kind = "output.redact"
+        else:
+            return None
+        return governance(kind, self.tenant or "default", OUTPUT_POLICY_ACTOR,
+                          job_id=self.job_id, reason=verdict.reason or None,
+                          extra={"topic": self.topic, "decision": verdict.decision.value})
+
 
 class ContentOutcome(StrEnum):
     """What a content check left the job with."""
@@ -87,6 +108,12 @@ class OutputPhase:
         self._policy = policy
         store: Any = checker.store  # the checker's Redis client
         self._held = held or HeldOutputs(store)
+        self._audit = AuditTrail(store, process_hmac_key())
+
+    def audit_parts(self, scan: OutputScan) -> AuditParts | None:
+        """What a transition passes on to append ``scan``'s audit event, if it has one."""
+        event = scan.audit_event()
+        return None if event is None else self._audit.script_parts(event)
 
     async def check_metadata(self, res: protocol.JobResult) -> OutputScan:
         """The metadata check of a SUCCEEDED result, before its state is written."""
@@ -153,6 +180,13 @@ class OutputPhase:
         except StoreError as exc:  # the decision stands; only its record is missing
             log.warning("job %s: output decision not recorded: %s", job_id, exc)
             return ContentOutcome.UNRECORDED
+        if (event := done.audit_event()) is not None:
+            # A redaction of the content: no script moves a state here, so its event is
+            # appended after the records (the pointer the reader gets is redacted already).
+            try:
+                await self._audit.record(event)
+            except StoreError as exc:
+                log.error("job %s: audit event %s not recorded: %s", job_id, event.type, exc)
         return ContentOutcome.DECIDED
 
     async def _quarantine(self, job_id: str, scan: OutputScan,
@@ -169,7 +203,7 @@ class OutputPhase:
                     result = await self._store.transition(
                         job_id, [JobState.OUTPUT_QUARANTINED], only_from=(JobState.SUCCEEDED,),
                         fields={**scan.fields(), "result_ptr": ""}, dlq=dlq,
-                        records=scan.records())
+                        records=scan.records(), audit=self.audit_parts(scan))
             except (StoreError, RetryAfter, InvalidTransition) as exc:
                 error = str(exc)
                 log.warning("job %s: async quarantine try %d failed: %s", job_id, attempt + 1,

@@ -117,9 +117,14 @@ class ResultPath:
                 fields["result_ptr"] = scan.verdict.result_ptr
         # Fenced by the worker of record (written at dispatch) in the same script:
         # a result from any other worker changes nothing, at no extra round trip.
+        audit = None
+        if scan is not None:
+            assert self._output is not None
+            audit = self._output.audit_parts(scan)  # a quarantine or a redaction only
         result = await self._writer.transition_result(res.job_id, [state], OPEN_STATES, fields,
                                                       dlq, records=records,
-                                                      worker_of_record=res.worker_id)
+                                                      worker_of_record=res.worker_id,
+                                                      audit=audit)
         if result is not None and result.foreign:
             if platform_notice(res):
                 # The API's cancel or reject, the gate's completion: the platform wrote

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from cordum.scheduler.policy import EnginePolicy
     from cordum.scheduler.ports import EnginePorts
-    from cordum.store.jobs import TransitionResult
+    from cordum.store.jobs import AuditParts, TransitionResult
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +55,15 @@ class StateWriter:
                                 dlq: Mapping[str, Any] | None = None, *,
                                 records: Mapping[str, tuple[str, int]] | None = None,
                                 worker_of_record: str = "",
+                                audit: AuditParts | None = None,
                                 ) -> TransitionResult | None:
-        """The store's answer; None when the state machine forbids the move."""
+        """The store's answer; None when the state machine forbids the move. ``audit``:
+        the event of the governance act the move is (an output quarantined)."""
         try:
             return await self._store.transition(job_id, path, only_from=only_from,
                                                 fields=fields, dlq=dlq, records=records,
-                                                worker_of_record=worker_of_record)
+                                                worker_of_record=worker_of_record,
+                                                audit=audit)
         except InvalidTransition as exc:
             log.warning("%s", exc)
             return None

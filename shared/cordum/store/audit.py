@@ -5,11 +5,14 @@ Each tenant has a stream ``audit:chain:<tenant>`` of entries and a head
 object in canonical form (:func:`encode_event`); one Lua script appends it, reading
 the head, hashing and writing entry and head in one step (``lua/audit_chain.lua``)::
 
-    hash = SHA-256(prev_hash_hex + "\\n" + str(seq) + "\\n" + event_bytes)
+    hash = SHA-256(prev_hash_hex + "\\n" + str(seq) + "\\n" + sha256_hex(event_bytes))
     hmac = HMAC-SHA256(hmac_key, the same bytes)          ("" without a key)
 
-The entry (stream id ``<seq>-1``) holds fields ``seq``, ``prev``, ``hash``, ``hmac`` and
-``event`` (the exact bytes hashed). :mod:`cordum.store.audit_verify` checks a chain.
+The event's digest is computed here, in Python, and passed to the script beside the
+event, so the Lua hashes a fixed ~150 bytes whatever the event's size. The entry
+(stream id ``<seq>-1``) holds fields ``seq``, ``prev``, ``hash``, ``hmac`` and ``event``
+(the exact bytes whose digest was chained); :mod:`cordum.store.audit_verify` checks a
+chain, hashing each stored event itself.
 
 A script of another store that must write its act and the act's event together is
 built with :func:`with_audit` and calls ``audit_append`` itself; :func:`audit_keys` and
@@ -228,9 +231,15 @@ def decode_event(data: bytes | str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- hashing
 
 
+def event_digest(event: bytes) -> str:
+    """SHA-256 of an event's bytes in lowercase hex: what the chain links, not the bytes."""
+    return hashlib.sha256(event).hexdigest()
+
+
 def hashed_bytes(prev: str, seq: int, event: bytes) -> bytes:
-    """What an entry's hash and HMAC are computed over."""
-    return b"%s\n%d\n%s" % (prev.encode("ascii"), seq, event)
+    """What an entry's hash and HMAC are computed over: ``prev``, ``seq`` and the
+    event's digest (:func:`event_digest`), on lines."""
+    return b"%s\n%d\n%s" % (prev.encode("ascii"), seq, event_digest(event).encode("ascii"))
 
 
 def entry_hash(prev: str, seq: int, event: bytes) -> str:
@@ -292,11 +301,12 @@ def parse_head(value: Any) -> tuple[int, str] | None:
 
 def with_audit(script: str) -> str:
     """A script's source with the chain's library chunk before it: its body may call
-    ``audit_append(stream_key, head_key, event, hmac_key)`` (and the hash functions).
+    ``audit_append(stream_key, head_key, event, event_sha256, hmac_key)`` (and the hash
+    functions).
 
-    The body passes the chain's keys among its KEYS (:func:`audit_keys`) and the event
-    and HMAC key among its ARGV (:meth:`AuditChain.script_args`), at positions it
-    documents. Redis does not undo a script's writes when it fails part way, so the
+    The body passes the chain's keys among its KEYS (:func:`audit_keys`) and the event,
+    its digest and the HMAC key among its ARGV (:meth:`AuditChain.script_args`), at
+    positions it documents. Redis does not undo a script's writes when it fails part way, so the
     body makes its own checks first, then calls ``audit_append`` (which checks before
     it writes), then makes its own writes."""
     return f"{AUDIT_CHAIN_LUA}\n-- ---- the script's own body ----\n{script}"
@@ -315,12 +325,13 @@ class AuditChain:
             with_audit((_LUA / "audit_append.lua").read_text()))
 
     def script_args(self, event: AuditEvent | bytes) -> list[bytes]:
-        """[event bytes, HMAC key or b""]: the ARGV pair ``audit_append`` takes."""
+        """[event bytes, their SHA-256 in lowercase hex, HMAC key or b""]: the three ARGV
+        ``audit_append`` takes after its keys."""
         data = encode_event(event) if isinstance(event, AuditEvent) else event
         if not isinstance(data, bytes) or not data or len(data) > MAX_EVENT_BYTES:
             raise AuditEncodingError("audit event bytes must be non-empty and at most "
                                      f"{MAX_EVENT_BYTES}")
-        return [data, self.hmac_key or b""]
+        return [data, event_digest(data).encode("ascii"), self.hmac_key or b""]
 
     async def append(self, tenant: str, event: AuditEvent) -> tuple[int, str]:
         """Append ``event`` to ``tenant``'s chain in one round trip; (seq, hash)."""

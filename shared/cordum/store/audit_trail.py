@@ -21,6 +21,7 @@ hex); without either the chain has hashes only (docs/audit.md).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ from cordum.store.audit import (
     Severity,
     audit_keys,
     encode_event,
+    event_digest,
     validate_tenant,
     with_audit,
 )
@@ -54,6 +56,10 @@ HOLD_PREFIX = "audit:hold:"
 """``audit:hold:<tenant>`` set: a legal hold; nothing of that tenant's chain is trimmed."""
 EXPORTED_PREFIX = "audit:exported:"
 """``audit:exported:<tenant>`` = ``<seq>:<hash>`` of the last entry exported to S3."""
+SAMPLE_PREFIX = "audit:sample:"
+SAMPLE_WINDOW_S = 60
+SAMPLE_MOST = 60
+"""Events of one repeatable type a window may add to the chain at most (all buckets)."""
 DRAIN_BATCH = 100
 """Events one drain moves at most (one script run)."""
 DRAIN_TENANTS = 100
@@ -110,6 +116,45 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
+GOVERNANCE: dict[str, Severity] = {
+    "job.submit.denied": Severity.HIGH,
+    "job.submit.throttled": Severity.MEDIUM,
+    "job.submit.gated": Severity.MEDIUM,
+    "approval.approve": Severity.MEDIUM,
+    "approval.reject": Severity.MEDIUM,
+    "job.cancel": Severity.LOW,
+    "dlq.retry": Severity.LOW,
+    "dlq.delete": Severity.MEDIUM,
+    "workflow.create": Severity.LOW,
+    "workflow.update": Severity.MEDIUM,
+    "workflow.delete": Severity.MEDIUM,
+    "run.start": Severity.INFO,
+    "run.rerun": Severity.LOW,
+    "run.cancel": Severity.LOW,
+    "policy.edit": Severity.HIGH,
+    "policy.delete": Severity.HIGH,
+    "policy.snapshot": Severity.LOW,
+    "policy.publish": Severity.HIGH,
+    "policy.rollback": Severity.HIGH,
+    "policy.propose": Severity.MEDIUM,
+    "policy.reject_proposal": Severity.MEDIUM,
+    "auth.failed": Severity.MEDIUM,
+    "auth.rate_limited": Severity.LOW,
+    "output.quarantine": Severity.HIGH,
+    "output.redact": Severity.MEDIUM,
+    "audit.read": Severity.INFO,
+    "audit.verify": Severity.INFO,
+    "audit.hold": Severity.HIGH,
+}
+"""Every governance act's event type and its severity (docs/audit.md, "What is recorded")."""
+
+
+def governance(type_: str, tenant: str, actor: str, actor_key: str = "",
+               **fields: Any) -> AuditEvent:
+    """The event of the governance act ``type_`` (one of :data:`GOVERNANCE`) happening now."""
+    return act(type_, GOVERNANCE[type_], tenant, actor, actor_key, **fields)
+
+
 def act(type_: str, severity: Severity | str, tenant: str, actor: str, actor_key: str = "",
         **fields: Any) -> AuditEvent:
     """An event of an act happening now."""
@@ -124,20 +169,25 @@ class AuditTrail:
         self._redis = redis
         self.chain = AuditChain(redis, hmac_key)
         self._drain = redis.register_script(with_audit((_LUA / "audit_drain.lua").read_text()))
+        self._sampled = redis.register_script(
+            with_audit((_LUA / "audit_sampled.lua").read_text()))
 
     # -- an act that is a script ----------------------------------------------------
 
     def script_parts(self, event: AuditEvent) -> tuple[list[str], list[bytes]]:
-        """The chain's keys ([stream, head]) and arguments ([event, HMAC key]) a script
-        passes to ``audit_append``."""
+        """The chain's keys ([stream, head]) and arguments ([event, its SHA-256 hex, HMAC
+        key]) a script passes to ``audit_append``."""
         return audit_keys(event.tenant), self.chain.script_args(event)
 
     # -- an act that is a transaction -----------------------------------------------
 
     @staticmethod
     def stage(pipe: Any, event: AuditEvent) -> None:
-        """Queue ``event`` in its tenant's outbox within the transaction ``pipe``."""
-        pipe.rpush(outbox_key(event.tenant), encode_event(event))
+        """Queue ``event`` in its tenant's outbox within the transaction ``pipe``, as
+        ``<sha256 hex>\\n<event bytes>``: the digest is computed here, so the drain's
+        script hashes no event."""
+        data = encode_event(event)
+        pipe.rpush(outbox_key(event.tenant), event_digest(data).encode("ascii") + b"\n" + data)
         pipe.sadd(OUTBOX_TENANTS, event.tenant)
 
     async def drain(self, tenant: str, most: int = DRAIN_BATCH) -> int:
@@ -175,3 +225,20 @@ class AuditTrail:
     async def record(self, event: AuditEvent) -> tuple[int, str]:
         """Append ``event`` now, in one round trip; (seq, hash)."""
         return await self.chain.append(event.tenant, event)
+
+    async def record_sampled(self, event: AuditEvent, bucket: str, *,
+                             window_s: int = SAMPLE_WINDOW_S,
+                             most: int = SAMPLE_MOST) -> int:
+        """Append ``event`` unless one of the same type and ``bucket`` was appended in
+        this window of ``window_s``, or ``most`` of its type were (in all buckets): the
+        bound on what a repeatable act (a failed authentication, a caller rate limited)
+        can cost the chain. The entry's seq, or 0 when left out. One round trip."""
+        window = now_us() // (window_s * 1_000_000)
+        digest = hashlib.sha256(bucket.encode()).hexdigest()[:32]
+        keys = [f"{SAMPLE_PREFIX}{event.type}:{digest}:{window}",
+                f"{SAMPLE_PREFIX}{event.type}:count:{window}", *audit_keys(event.tenant)]
+        args = self.chain.script_args(event)
+        try:
+            return int(await self._sampled(keys=keys, args=[window_s, most, len(args), *args]))
+        except Exception as exc:
+            raise StoreError(f"audit sampled append to {event.tenant!r}: {exc}") from exc

@@ -3,7 +3,9 @@
 :class:`ChainVerifier` judges stored entries in stream order, a batch at a time, in
 memory that grows with the findings, not with the chain; :func:`verify_entries` runs
 it over a sequence, :func:`verify_chain` over a tenant's stream read in bounded XRANGE
-batches. Each entry's hash is recomputed from its stored prev, seq and event bytes.
+batches. Each entry's hash is recomputed from its stored prev, seq and the SHA-256 of
+its stored event bytes (hashed here: an event edited after the append, or a writer
+that chained another event's digest, is a ``hash_mismatch``).
 
 Findings (``Gap.type``):
 
@@ -12,6 +14,7 @@ Findings (``Gap.type``):
 ``out_of_order``   the entry stands after a later one, or under a stream id not its own
 ``duplicate``      a second entry with a seq already seen (a fork or a replay)
 ``hash_mismatch``  the stored hash is not the hash of the stored prev, seq and event
+                   digest
 ``hmac_mismatch``  a key is configured and the stored HMAC is not the one it gives
 ``hmac_missing``   a key is configured and the entry has no HMAC
 ``broken_link``    the entry's prev is not the hash of the entry before it

@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cordum.store.audit_trail import AuditTrail
 from cordum.store.errors import StoreError
 from cordum.store.jobs import DLQ_INDEX_KEY, dlq_entry_key, meta_key
 from cordum.store.reads import execute, text
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
+
+    from cordum.store.audit import AuditEvent
 
 
 class RedisDlqProtocol(Protocol):
@@ -63,9 +66,13 @@ class DlqEntries:
             raise StoreError(f"read dlq entry of {job_id}: {exc}") from exc
         return parse_entry(raw)
 
-    async def remove(self, job_id: str) -> None:
-        """The entry and its index member, together."""
+    async def remove(self, job_id: str, *, audit: AuditEvent | None = None) -> None:
+        """The entry and its index member, together; with ``audit``, the act's event
+        staged in its tenant's outbox in the same transaction (``AuditTrail.drain``
+        moves it into the chain)."""
         pipe = self._redis.pipeline(transaction=True)
         pipe.delete(dlq_entry_key(job_id))
         pipe.zrem(DLQ_INDEX_KEY, job_id)
+        if audit is not None:
+            AuditTrail.stage(pipe, audit)
         await execute(pipe)

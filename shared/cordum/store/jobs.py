@@ -152,6 +152,11 @@ def _flatten(fields: Mapping[str, str] | None) -> list[str]:
     return out
 
 
+AuditParts = tuple[list[str], list[bytes]]
+"""A governance act's event as a script passes it on: the chain's keys and the
+arguments of ``audit_append`` (``cordum.store.audit_trail.AuditTrail.script_parts``)."""
+
+
 class JobStore:
     """Reads and writes Cordum's job keys. Every write is one script call."""
 
@@ -164,9 +169,13 @@ class JobStore:
             retention_s = settings().job_retention_s
         self.retention_s = retention_s
         self._redis = redis
-        self._create = redis.register_script((_LUA / "create_job.lua").read_text())
+        from cordum.store.audit import with_audit
+
+        # The two scripts a governance act may run: they append its event themselves.
+        self._create = redis.register_script(with_audit((_LUA / "create_job.lua").read_text()))
         self._discard = redis.register_script((_LUA / "discard_job.lua").read_text())
-        self._transition = redis.register_script((_LUA / "transition.lua").read_text())
+        self._transition = redis.register_script(
+            with_audit((_LUA / "transition.lua").read_text()))
         self._incr = redis.register_script((_LUA / "incr_attempts.lua").read_text())
 
     @staticmethod
@@ -183,12 +192,15 @@ class JobStore:
             tenant_index_key(job.tenant, job.state),
         ]
 
-    async def create(self, job: NewJob) -> bool:
-        """Store payload, request, meta and the first state at once; False if it exists."""
+    async def create(self, job: NewJob, *, audit: AuditParts | None = None) -> bool:
+        """Store payload, request, meta and the first state at once; False if it exists.
+        ``audit`` (``AuditTrail.script_parts``): the event of a governance act (a gated
+        submit), appended by the same script."""
         meta = {"topic": job.topic, "tenant": job.tenant, "trace_id": job.trace_id, **job.meta}
+        audit_keys, audit_args = audit or ([], [])
         args = [job.job_id, now_us(), job.state.value, job.context, job.request, META_TTL_S,
-                DATA_TTL_S, *_flatten(meta)]
-        created = await self._call(self._create, self._create_keys(job), args)
+                DATA_TTL_S, len(audit_args), *audit_args, *_flatten(meta)]
+        created = await self._call(self._create, [*self._create_keys(job), *audit_keys], args)
         return bool(created)
 
     async def discard(self, job: NewJob) -> bool:
@@ -207,6 +219,7 @@ class JobStore:
         records: Mapping[str, tuple[str, int]] | None = None,
         unchanged_since: int | None = None,
         worker_of_record: str = "",
+        audit: AuditParts | None = None,
     ) -> TransitionResult:
         """Walk ``path`` in one atomic step.
 
@@ -219,20 +232,26 @@ class JobStore:
         left the state a caller scanned and came back to it since.
         ``worker_of_record`` (a result's worker) skips, with ``foreign`` set, a job
         whose meta names another ``worker_id``, or none (a job never dispatched).
+        ``audit`` (``AuditTrail.script_parts``): the event of the governance act this
+        move is (an approval, a cancel), appended by the same script when the move is
+        made, and only then.
         """
         states = [JobState(s).value for s in path]
         # The job ends in the path's last state when the move is made: a terminal one
         # starts its retention, an open one keeps it for META_TTL_S more.
         meta_ttl = self.retention_s if JobState(states[-1]).terminal else META_TTL_S
+        audit_keys, audit_args = audit or ([], [])
         keys = [meta_key(job_id), events_key(job_id), RECENT_KEY, DEADLINE_KEY,
-                dlq_entry_key(job_id), DLQ_INDEX_KEY, request_key(job_id), *(records or {})]
+                dlq_entry_key(job_id), DLQ_INDEX_KEY, request_key(job_id), *audit_keys,
+                *(records or {})]
         entry = json.dumps({"job_id": job_id, **dlq}, separators=(",", ":")) if dlq else ""
         sides: list[Any] = []
         for value, ttl in (records or {}).values():
             sides += [value, ttl]
         args = [job_id, now_us(), meta_ttl, ",".join(states), ",".join(only_from),
                 entry, DLQ_TTL_S, "" if unchanged_since is None else unchanged_since,
-                len(records or {}), worker_of_record, *sides, *_flatten(fields)]
+                len(records or {}), worker_of_record, len(audit_args), *audit_args, *sides,
+                *_flatten(fields)]
         status, previous, workflow_id = await self._call(self._transition, keys, args)
         status = as_text(status)
         previous = as_text(previous)

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
     from cordum.bus.publisher import JobPublisher
     from cordum.bus.workflow_events import RunEventSink
+    from cordum.store.jobs import AuditParts
     from cordum.store.locks import Lease
     from cordum.store.step_jobs import StoredJobEnd
     from cordum.workflow.definition import Workflow
@@ -114,8 +115,9 @@ class WorkflowRunner:
             return
         await self._events.send(event)
 
-    async def cancel(self, tenant: str, run_id: str) -> bool:
-        """Cancel an open run now (the API's cancel); False when it was terminal."""
+    async def cancel(self, tenant: str, run_id: str, *, audit: AuditParts | None = None) -> bool:
+        """Cancel an open run now (the API's cancel); False when it was terminal.
+        ``audit``: the cancel's event, written by the save that ends the run."""
         run = await self.store.get_run(tenant, run_id)
         if run is None:
             raise RunNotFound("workflow run not found")
@@ -123,7 +125,7 @@ class WorkflowRunner:
             return False
         try:
             async with self.store.locked_run(run_id, wait_s=LOCK_WAIT_S) as locked:
-                return await self._apply_locked(locked, "cancel", None)
+                return await self._apply_locked(locked, "cancel", None, audit=audit)
         except LockBusy as exc:
             raise RunNotCancellable("workflow run is busy, try again") from exc
 
@@ -184,7 +186,8 @@ class WorkflowRunner:
             return True
 
     async def _apply_locked(self, locked: LockedRun, kind: str, job: tuple[str, str] | None,
-                            *, stale_start_s: float = 0.0) -> bool:
+                            *, stale_start_s: float = 0.0,
+                            audit: AuditParts | None = None) -> bool:
         lease, loaded, ended = locked.lease, locked.loaded, locked.job
         if loaded is None or lease is None:
             return False
@@ -217,7 +220,8 @@ class WorkflowRunner:
             jobs={sent.job_id: (sent.step_id, request_hash(run, sent))
                   for sent in step_jobs} or None,
             contexts=contexts_of(step_jobs) or None,
-            timer_at=timer_at if timer_at != timer_before else ..., document=document)
+            timer_at=timer_at if timer_at != timer_before else ..., document=document,
+            audit=audit)
         # The save wrote this event's outbox over any leftover (or deleted it): only
         # what is carried out from here on may be deleted with the lock.
         lease.release_also.clear()

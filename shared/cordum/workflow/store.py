@@ -24,7 +24,8 @@ from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
-from cordum.store.jobs import DATA_TTL_S, meta_key
+from cordum.store.audit import with_audit
+from cordum.store.jobs import DATA_TTL_S, AuditParts, meta_key
 from cordum.store.locks import Lease, LockPolicy, LockScripts, TtlHoldLock
 from cordum.store.results import redacted_key
 from cordum.store.step_jobs import StepJobRecord, StoredJobEnd, step_job_key
@@ -66,9 +67,11 @@ def _job_ids(steps: Mapping[str, StepRun]) -> list[str]:
 class WorkflowStore:
     def __init__(self, redis: RedisWorkflowProtocol) -> None:
         self._redis = redis
-        self._create = redis.register_script((_LUA / "create_run.lua").read_text())
+        # The two scripts a governance act may run (a run started or cancelled through
+        # the API): they append its audit event themselves.
+        self._create = redis.register_script(with_audit((_LUA / "create_run.lua").read_text()))
         self._read = redis.register_script((_LUA / "read_run.lua").read_text())
-        self._save = redis.register_script((_LUA / "save_run.lua").read_text())
+        self._save = redis.register_script(with_audit((_LUA / "save_run.lua").read_text()))
         self._locks = LockScripts(redis)
         self._timers: OrderedDict[str, float | None] = OrderedDict()
 
@@ -76,7 +79,8 @@ class WorkflowStore:
 
     async def create_run(self, run: WorkflowRun, definition: Workflow, *,
                          idempotency_key: str, body_hash: str, max_active: int,
-                         root_run_id: str = "", max_root_runs: int = 0) -> tuple[str, bool]:
+                         root_run_id: str = "", max_root_runs: int = 0,
+                         audit: AuditParts | None = None) -> tuple[str, bool]:
         """Store a new run; ``(run id, True)``, or ``(earlier run id, False)`` when
         ``idempotency_key`` already started one with the same body (or a run of that id
         is stored already).
@@ -84,7 +88,9 @@ class WorkflowStore:
         Raises :class:`IdempotencyConflict` (the key started a run with another body),
         :class:`RunNotRunnable` (the tenant has ``max_active`` open runs; 0 = no limit)
         and :class:`RunLimitExceeded` (``max_root_runs`` runs were made under
-        ``root_run_id`` already; each one made is counted there).
+        ``root_run_id`` already; each one made is counted there). ``audit``
+        (``AuditTrail.script_parts``): the event of a run started through the API,
+        appended by the same script when the run is made, and only then.
         """
         tenant = run.org_id
         keys_ = [keys.idempotency_key(tenant, idempotency_key), keys.active_runs_key(tenant),
@@ -96,7 +102,10 @@ class WorkflowStore:
                 "1" if idempotency_key else "0"]
         if root_run_id:
             keys_.append(keys.root_runs_key(root_run_id))
-            args += [max(max_root_runs, 0), keys.RUN_TTL_S]
+        args += [max(max_root_runs, 0) if root_run_id else 0, keys.RUN_TTL_S]
+        audit_keys, audit_args = audit or ([], [])
+        keys_ += audit_keys
+        args += [len(audit_args), *audit_args]
         with redis_errors(f"create run {run.id}"):
             outcome, value = await self._create(keys=keys_, args=args)
         outcome, value = text(outcome), text(value)
@@ -124,7 +133,7 @@ class WorkflowStore:
                    jobs: Mapping[str, str | tuple[str, str]] | None = None,
                    contexts: Mapping[str, str] | None = None,
                    timer_at: float | None | EllipsisType = ...,
-                   document: str | None = None) -> None:
+                   document: str | None = None, audit: AuditParts | None = None) -> None:
         """Write the run and what changes with it in one script (``lua/save_run.lua``).
         ``document``: the run's JSON when the caller has it already (else it is encoded).
 
@@ -133,7 +142,9 @@ class WorkflowStore:
         the scheduler takes no other under that id; see :mod:`cordum.store.step_jobs`);
         the tenant and run are the run's. ``contexts``: job id -> the JSON input stored
         at ``ctx:<job_id>``. ``timer_at``: the run's earliest fire time (unix s),
-        None to drop its timer, ``...`` to leave it as it is.
+        None to drop its timer, ``...`` to leave it as it is. ``audit``: the event of
+        the governance act this save is (a run cancelled through the API), appended by
+        the same script.
         """
         terminal = run.terminal
         job_docs = [StepJobRecord(run.org_id, run.id, *((step, "") if isinstance(step, str)
@@ -152,13 +163,16 @@ class WorkflowStore:
                      keys.active_runs_key(run.org_id), keys.TIMERS_KEY,
                      *[keys.job_run_key(job_id) for job_id in (jobs or {})],
                      *[protocol.context_key(job_id) for job_id in (contexts or {})]]
+        audit_keys, audit_args = audit or ([], [])
+        save_keys += audit_keys
         args: list[Any] = [
             run.id, document if document is not None else dumps(run.to_json()),
             dumps(outbox) if outbox else "",
             "1" if terminal else "0", keys.RUN_TTL_S, time_us(run.updated_at),
             keys.TIMELINE_MAX, timer, keys.timer_member(run.workflow_id, run.id),
             keys.JOB_MAP_TTL_S, DATA_TTL_S, len(job_docs), len(contexts or {}), len(timeline),
-            *job_docs, *(contexts or {}).values(), *[dumps(e.to_json()) for e in timeline]]
+            len(audit_args), *audit_args, *job_docs, *(contexts or {}).values(),
+            *[dumps(e.to_json()) for e in timeline]]
         with redis_errors(f"save run {run.id}"):
             await self._save(keys=save_keys, args=args)
         if not isinstance(timer_at, EllipsisType):

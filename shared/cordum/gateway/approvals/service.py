@@ -47,6 +47,7 @@ from cordum.gateway.core.errors import Conflict, Forbidden, NotFound
 from cordum.gateway.core.locking import API_LOCK, api_job_lock, lock_lost
 from cordum.gateway.core.paging import page_newest_first, parse_cursor
 from cordum.scheduler.errorcodes import error_code_enum
+from cordum.store.audit_trail import AuditTrail, governance, process_hmac_key
 from cordum.store.errors import InvalidTransition, StoreError
 from cordum.store.indexes import JobIndexes
 from cordum.store.jobs import TERMINAL_STATES, JobState, decode_labels, now_us, tenant_index_key
@@ -80,8 +81,10 @@ STALE_SNAPSHOT = "approval_stale_snapshot"
 
 class ApprovalService:
     def __init__(self, store: JobStore, redis: Any, publisher: NatsPublisher,
-                 snapshots: PolicySnapshots, locks: JobLocks | None = None) -> None:
+                 snapshots: PolicySnapshots, locks: JobLocks | None = None,
+                 audit: AuditTrail | None = None) -> None:
         self._store = store
+        self._audit = audit or AuditTrail(redis, process_hmac_key())
         self._redis: RedisReadProtocol = redis
         self._reads = JobReads(redis)
         self._indexes = JobIndexes(redis)
@@ -247,14 +250,27 @@ class ApprovalService:
             "approval_decided_at": str(now_us()),
         }
 
+    def _event(self, who: Principal, job_id: str, meta: Mapping[str, str], kind: str,
+                body: ApprovalDecisionRequest, snapshot: str, request_hash: str) -> Any:
+        """The audit event of an approval or a rejection: who, why, the job's hash and the
+        policy snapshot it was bound to, written by the transition's own script."""
+        event = governance(
+            f"approval.{kind}", meta.get("tenant", "") or who.tenant, who.principal_id,
+            who.key_id, job_id=job_id, reason=body.reason,
+            snapshot={"policy_snapshot": snapshot, "job_hash": request_hash},
+            extra={"topic": meta.get("topic", ""), "submitted_by": meta.get("principal", ""),
+                   **({"note": body.note} if body.note else {})})
+        return self._audit.script_parts(event)
+
     async def _transition(self, job_id: str, state: JobState, fields: Mapping[str, str],
-                          lease: Lease, dlq: Mapping[str, Any] | None = None) -> None:
+                          lease: Lease, dlq: Mapping[str, Any] | None = None, *,
+                          audit: Any = None) -> None:
         if lease.lost:  # another holder may own the job now: write nothing
             raise lock_lost(LOCK_BUSY)
         try:
             result = await self._store.transition(
                 job_id, [state], only_from=(JobState.APPROVAL_REQUIRED,), fields=fields,
-                dlq=dlq)
+                dlq=dlq, audit=audit)
         except InvalidTransition as exc:  # the table allows both moves: not expected
             raise Conflict(str(exc), NOT_ACTIONABLE) from exc
         if not result.applied:
@@ -287,7 +303,9 @@ class ApprovalService:
         labels = {**decode_labels(meta), **approval_labels}
         fields = {**self._record(who, body, APPROVED), **record,
                   "labels": json.dumps(labels, separators=(",", ":"))}
-        await self._transition(job_id, JobState.PENDING, fields, lease)
+        audit = self._event(who, job_id, meta, "approve", body, record[SNAPSHOT_FIELD],
+                            record[HASH_FIELD])
+        await self._transition(job_id, JobState.PENDING, fields, lease, audit=audit)
         try:
             await self._store.put_request(job_id, json_format.MessageToJson(req, indent=None))
         except StoreError:
@@ -324,7 +342,9 @@ class ApprovalService:
         fields = {**self._record(who, body, REJECTED), "failure_reason": body.reason}
         dlq = {"topic": topic, "tenant": tenant, "status": JobState.DENIED.value,
                "reason": body.reason, "reason_code": "approval_rejected"}
-        await self._transition(job_id, JobState.DENIED, fields, lease, dlq)
+        audit = self._event(who, job_id, meta, "reject", body,
+                            meta.get("safety_snapshot", ""), meta.get("safety_job_hash", ""))
+        await self._transition(job_id, JobState.DENIED, fields, lease, dlq, audit=audit)
         result = protocol.JobResult(
             job_id=job_id, status=protocol.JobStatus.JOB_STATUS_DENIED, worker_id=API_SENDER,
             error_code="approval_rejected", error_code_enum=error_code_enum("approval_rejected"),

@@ -15,6 +15,7 @@ from cordum import runtime
 from cordum.bus.publisher import NatsPublisher
 from cordum.config import settings
 from cordum.gateway.core.auth import Authenticator
+from cordum.store.audit_trail import AuditTrail, process_hmac_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,7 +54,14 @@ def publisher() -> NatsPublisher:
     return NatsPublisher(settings())
 
 
+def audit_trail() -> AuditTrail:
+    """Where the features record governance acts (built per request around the cached
+    Redis client; the HMAC key is read once per container)."""
+    return AuditTrail(redis(), process_hmac_key())
+
+
 def reset() -> None:
     """Forget what was built (tests change the environment between cases)."""
     for built in _BUILT:
         built.cache_clear()
+    process_hmac_key.cache_clear()

@@ -14,7 +14,14 @@ from urllib.parse import unquote
 from aws_lambda_powertools.event_handler import Response
 
 from cordum.gateway.core import deps, ratelimit
-from cordum.gateway.core.errors import Forbidden, InvalidRequest, PayloadTooLarge
+from cordum.gateway.core.auth import Principal
+from cordum.gateway.core.errors import (
+    Forbidden,
+    InvalidRequest,
+    PayloadTooLarge,
+    Throttled,
+    Unauthorized,
+)
 from cordum.gateway.core.models import MAX_BODY_BYTES_ENV, max_body_bytes
 from cordum.gateway.core.paging import Position, parse_cursor
 from cordum.gateway.core.times import parse_time_us
@@ -23,9 +30,10 @@ from cordum.labels import has_control_chars
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
-    from cordum.gateway.core.auth import Principal
 
 ADMIN = "admin"
+_NOBODY = Principal(tenant="", role="", principal_id="")
+"""A caller not known yet: ``ratelimit.key_id`` names its credential by a digest."""
 
 MAX_JSON_DEPTH = 32
 """Deepest nesting of objects and arrays a request body may have."""
@@ -48,9 +56,56 @@ def headers(event: BaseProxyEvent) -> dict[str, str]:
 
 def principal(event: BaseProxyEvent) -> Principal:
     """The caller, authenticated (401), authorised for the tenant asked for (403) and
-    within its key's rate limit (429)."""
+    within its key's rate limit (429). A refusal is an audit event (``auth.failed`` in
+    the system chain, ``auth.rate_limited`` in the key's tenant's), sampled: at most
+    one per credential and minute, and 60 of each type a minute in all."""
     hdrs = headers(event)
-    return ratelimit.admit(deps.authenticator().authenticate(hdrs), hdrs)
+    try:
+        who = deps.authenticator().authenticate(hdrs)
+    except (Unauthorized, Forbidden) as exc:
+        _audit_refusal(event, hdrs, exc)
+        raise
+    try:
+        return ratelimit.admit(who, hdrs)
+    except Throttled:
+        _audit_throttled(event, who)
+        raise
+
+
+def _audit_refusal(event: BaseProxyEvent, hdrs: dict[str, str],
+                   exc: Unauthorized | Forbidden) -> None:
+    """``auth.failed``: who it was is unknown, so the credential is named by a digest
+    (never itself), and the tenant asked for is only what the request claimed."""
+    from cordum.store.audit_trail import SYSTEM_TENANT, governance
+
+    credential = ratelimit.key_id(_NOBODY, hdrs)
+    claimed = (hdrs.get("x-tenant-id") or hdrs.get("x-cordum-tenant") or "")[:128]
+    audit = governance("auth.failed", SYSTEM_TENANT, "", credential, reason=exc.message,
+                       extra={"status": exc.status, "claimed_tenant": claimed,
+                              "method": event.http_method or "",
+                              "path": (event.path or "")[:256]})
+    _record_sampled(audit, credential)
+
+
+def _audit_throttled(event: BaseProxyEvent, who: Principal) -> None:
+    from cordum.store.audit_trail import governance
+
+    audit = governance("auth.rate_limited", who.tenant, who.principal_id, who.key_id,
+                       extra={"method": event.http_method or "",
+                              "path": (event.path or "")[:256]})
+    _record_sampled(audit, who.key_id or who.principal_id)
+
+
+def _record_sampled(audit: Any, bucket: str) -> None:
+    """Record a refusal's event; the refusal's answer stands whatever happens here."""
+    import logging
+
+    from cordum import runtime
+
+    try:
+        runtime.run(deps.audit_trail().record_sampled(audit, bucket))
+    except Exception as exc:  # the caller's answer is the refusal, never this
+        logging.getLogger(__name__).warning("audit: %s not recorded: %s", audit.type, exc)
 
 
 def require_role(who: Principal, *roles: str) -> None:

@@ -26,10 +26,11 @@ from cordum.gateway.core.locking import API_LOCK, api_job_lock
 from cordum.gateway.core.paging import page_newest_first, parse_cursor
 from cordum.gateway.core.submission import announce
 from cordum.gateway.core.times import rfc3339_us
+from cordum.store.audit_trail import AuditTrail, governance, process_hmac_key
 from cordum.store.dlq import DlqEntries
 from cordum.store.errors import StoreError
 from cordum.store.indexes import JobIndexes
-from cordum.store.jobs import DLQ_INDEX_KEY, NewJob
+from cordum.store.jobs import DLQ_INDEX_KEY, AuditParts, NewJob
 from cordum.store.locks import JobLocks
 
 if TYPE_CHECKING:
@@ -113,9 +114,10 @@ def retry_request(original: protocol.JobRequest | None, new_id: str, topic: str,
 
 class DlqService:
     def __init__(self, store: JobStore, redis: Any, publisher: NatsPublisher,
-                 locks: JobLocks | None = None) -> None:
+                 locks: JobLocks | None = None, audit: AuditTrail | None = None) -> None:
         self._store = store
         self._redis = redis
+        self._audit = audit or AuditTrail(redis, process_hmac_key())
         self._entries = DlqEntries(redis)
         self._indexes = JobIndexes(redis)
         self._publisher = publisher
@@ -140,8 +142,13 @@ class DlqService:
         return {"items": items, "next_cursor": next_cursor}
 
     async def delete(self, who: Principal, job_id: str) -> None:
-        await self._owned_entry(who, job_id)
-        await self._entries.remove(job_id)
+        entry, meta = await self._owned_entry(who, job_id)
+        event = governance("dlq.delete", who.tenant, who.principal_id, who.key_id,
+                           job_id=job_id, reason=str(entry.get("reason") or "") or None,
+                           extra={"topic": str(entry.get("topic") or meta.get("topic") or ""),
+                                  "reason_code": str(entry.get("reason_code") or "")})
+        await self._entries.remove(job_id, audit=event)
+        await self._audit.drain_quietly(who.tenant)
 
     async def retry(self, who: Principal, job_id: str, deadline: float | None = None) -> str:
         """Submit the failed job again as a new job; its id."""
@@ -170,7 +177,9 @@ class DlqService:
                 context=context or "", request=json_format.MessageToJson(req, indent=None),
                 meta={k: v for k, v in fields.items() if v},
             )
-            await self._submit(job, req)
+            event = governance("dlq.retry", tenant, who.principal_id, who.key_id,
+                               job_id=job_id, extra={"topic": topic, "new_job_id": new_id})
+            await self._submit(job, req, self._audit.script_parts(event))
             try:
                 await self._entries.remove(job_id)
             except StoreError as exc:
@@ -196,8 +205,9 @@ class DlqService:
             raise Forbidden("tenant access denied")
         return entry, meta
 
-    async def _submit(self, job: NewJob, req: protocol.JobRequest) -> None:
-        """Store the job PENDING and announce it, as the gateway's submit does."""
-        if not await self._store.create(job):
+    async def _submit(self, job: NewJob, req: protocol.JobRequest, audit: AuditParts) -> None:
+        """Store the job PENDING (and the retry's event) and announce it, as the
+        gateway's submit does."""
+        if not await self._store.create(job, audit=audit):
             raise Conflict("retry job id already taken; retry", "dlq_retry_conflict")
         await announce(self._store, self._publisher, job, req)

@@ -20,6 +20,7 @@ from cordum.gateway.jobs import queries, submit_policy
 from cordum.gateway.jobs.submission import build_request, context_json, new_job
 from cordum.gateway.jobs.submit_policy import DENIED_CODE, SubmitOutcome
 from cordum.metrics import METRICS
+from cordum.store.audit_trail import AuditTrail, governance, process_hmac_key
 from cordum.store.errors import StoreError
 from cordum.store.idempotency import IdempotencyKeys
 from cordum.store.jobs import JobState
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
     from cordum.gateway.core.auth import Principal
     from cordum.gateway.jobs.models import SubmitJobRequest
     from cordum.gateway.jobs.submit_policy import SubmitDecision, SubmitPolicy
-    from cordum.store.jobs import JobStore, NewJob
+    from cordum.store.audit import AuditEvent
+    from cordum.store.jobs import AuditParts, JobStore, NewJob
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,7 @@ class JobService:
         redis = runtime.redis_client() if redis is None else redis
         self._redis = redis
         self._idempotency = IdempotencyKeys(redis)
+        self._audit = AuditTrail(redis, process_hmac_key())
         self._policy = submit_policy.from_settings(settings(), redis) if policy is None \
             else policy
 
@@ -117,15 +120,21 @@ class JobService:
                                              payload=context_json(body, tenant).encode())
         verdict = decision.verdict
         if decision.outcome is SubmitOutcome.THROTTLE:
+            # Nothing is stored: the event is the act's only record, sampled (one per key
+            # and topic a minute, 60 a minute in all) as a caller may repeat it at will.
+            await self._record(self._submit_event("job.submit.throttled", principal, body,
+                                                  job_id, verdict.reason, decision),
+                               f"{principal.key_id}|{body.topic}")
             raise submit_policy.throttled(verdict.reason)
         if decision.outcome is SubmitOutcome.UNAVAILABLE:
             log.warning("submit %s refused: %s", job_id, verdict.reason)
             raise submit_policy.unavailable(verdict.reason)
         if decision.outcome is SubmitOutcome.DENY:
-            await self._deny(body, req, trace_id, decision, claim)
+            await self._deny(principal, body, req, trace_id, decision, claim)
         if decision.outcome is SubmitOutcome.APPROVAL:
             job = new_job(body, req, trace_id, JobState.APPROVAL_REQUIRED, dict(decision.fields))
-            await self._create(job)
+            await self._create(job, audit=self._audit.script_parts(self._submit_event(
+                "job.submit.gated", principal, body, job_id, verdict.reason, decision)))
             if claim:
                 await self._idempotency.keep(claim)
             # Not announced: the approval endpoint publishes it once a human said yes.
@@ -144,9 +153,9 @@ class JobService:
             raise announced
         return Submitted(job_id, trace_id)
 
-    async def _create(self, job: NewJob) -> None:
+    async def _create(self, job: NewJob, *, audit: AuditParts | None = None) -> None:
         try:
-            await self._store.create(job)
+            await self._store.create(job, audit=audit)
         except StoreError as exc:
             log.error("submit %s: store unavailable: %s", job.job_id, exc)
             raise
@@ -154,8 +163,9 @@ class JobService:
     async def _announce(self, job: NewJob, req: protocol.JobRequest) -> None:
         await announce(self._store, self._publisher, job, req)
 
-    async def _deny(self, body: SubmitJobRequest, req: protocol.JobRequest, trace_id: str,
-                    decision: SubmitDecision, claim: str) -> NoReturn:
+    async def _deny(self, principal: Principal, body: SubmitJobRequest,
+                    req: protocol.JobRequest, trace_id: str, decision: SubmitDecision,
+                    claim: str) -> NoReturn:
         """Store the job DENIED with its DLQ entry, as the scheduler would, then 403."""
         job_id = req.job_id
         reason = decision.verdict.reason or "denied by policy"
@@ -166,7 +176,9 @@ class JobService:
                 job_id, [JobState.DENIED], only_from=(JobState.PENDING,),
                 fields={**decision.fields, "failure_reason": reason},
                 dlq={"topic": body.topic, "status": JobState.DENIED.value, "reason": reason,
-                     "reason_code": DENIED_CODE})
+                     "reason_code": DENIED_CODE},
+                audit=self._audit.script_parts(self._submit_event(
+                    "job.submit.denied", principal, body, job_id, reason, decision)))
         except StoreError as exc:
             log.error("submit %s: denial not stored: %s", job_id, exc)
             await self._discard(job)
@@ -176,6 +188,26 @@ class JobService:
         METRICS.count("safety_denied", topic=body.topic)
         await self._notify_dlq(job_id, reason)
         raise PolicyDenied(reason, DENIED_CODE, job_id, trace_id)
+
+    @staticmethod
+    def _submit_event(type_: str, principal: Principal, body: SubmitJobRequest, job_id: str,
+                      reason: str, decision: SubmitDecision) -> AuditEvent:
+        """The event of a submit the policy did not simply allow."""
+        verdict = decision.verdict
+        return governance(type_, principal.tenant, principal.principal_id, principal.key_id,
+                          job_id=job_id, reason=reason or None,
+                          snapshot=verdict.policy_snapshot or None,
+                          extra={"topic": body.topic, "rule_id": verdict.rule_id})
+
+    async def _record(self, event: AuditEvent, bucket: str) -> None:
+        """Append an event of an act that writes nothing else, sampled by ``bucket``.
+        Redis down: the act's own answer stands (it stored nothing), and the lost event
+        is logged."""
+        try:
+            await self._audit.record_sampled(event, bucket)
+        except StoreError as exc:
+            log.error("audit: %s event of job %s not recorded: %s", event.type, event.job_id,
+                      exc)
 
     async def _notify_dlq(self, job_id: str, reason: str) -> None:
         """The sys.job.dlq notice the scheduler sends with a DLQ entry (best effort)."""
@@ -204,9 +236,14 @@ class JobService:
         meta = await self._owned_meta(principal, job_id)
         if meta.get("state") in TERMINAL_STATES:
             return {"id": job_id, "state": meta["state"], "reason": "job already terminal"}
+        event = governance("job.cancel", principal.tenant, principal.principal_id,
+                           principal.key_id, job_id=job_id, reason="cancelled via api",
+                           extra={"topic": meta.get("topic", ""),
+                                  "state_before": meta.get("state", "")})
         result = await self._store.transition(
             job_id, [JobState.CANCELLED], only_from=OPEN_STATES,
-            fields={"failure_reason": "cancelled via api"})
+            fields={"failure_reason": "cancelled via api"},
+            audit=self._audit.script_parts(event))
         if not result.applied:  # it finished meanwhile
             return {"id": job_id, "state": result.previous, "reason": "job already terminal"}
         trace_id = meta.get("trace_id") or job_id

@@ -72,7 +72,7 @@ def _base_file() -> tuple[bytes, str]:
 def service() -> PolicyService:
     # Built per request around the cached clients: it holds no connection of its own.
     return PolicyService(PolicyStore(deps.redis()), deps.publisher(), _base_file,
-                         two_person=settings().policy_two_person)
+                         two_person=settings().policy_two_person, audit=deps.audit_trail())
 
 
 def _changed(answer: dict[str, Any] | None) -> Response:

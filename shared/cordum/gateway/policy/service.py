@@ -45,6 +45,7 @@ from cordum.safety.bundles import (
     parse_bundles,
     validate_bundle,
 )
+from cordum.store.audit_trail import SYSTEM_TENANT, AuditTrail, governance
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     )
     from cordum.gateway.policy.store import PolicyState, PolicyStore
     from cordum.safety.policy import SafetyPolicy
+    from cordum.store.jobs import AuditParts
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +133,7 @@ class _Change:
     proposal_id: str = ""
     confirmed_by: str = ""
     """Who confirmed a proposed change (two people); the actor is its author."""
+    confirmer_key: str = ""
 
 
 def _snapshot_fields(change: _Change, now: str, who: Principal, note: str,
@@ -143,8 +146,10 @@ def _snapshot_fields(change: _Change, now: str, who: Principal, note: str,
 
 class PolicyService:
     def __init__(self, store: PolicyStore, news: ConfigNews, base_file: BaseFile,
-                 clock: Callable[[], float] = time.time, *, two_person: bool = False) -> None:
+                 clock: Callable[[], float] = time.time, *, two_person: bool = False,
+                 audit: AuditTrail | None = None) -> None:
         self._store = store
+        self._audit = audit
         self._two_person = two_person
         self._news = news
         self._base_file = base_file
@@ -330,7 +335,8 @@ class PolicyService:
             raise Conflict("this change no longer puts in force what was proposed; propose "
                            "it again", PROPOSAL_STALE)
         await self._commit(author, state, now, replace(
-            change, confirmed_by=who.principal_id, proposal_id=proposal_id))
+            change, confirmed_by=who.principal_id, confirmer_key=who.key_id,
+            proposal_id=proposal_id))
         await self._store.drop_proposals(proposal_id)
         return {**answer, "proposal_id": proposal_id, "proposed_by": author.principal_id,
                 "confirmed_by": who.principal_id}
@@ -362,7 +368,8 @@ class PolicyService:
             "propose", proposal["id"], None, tuple(proposal["bundle_ids"]), request.message,
             proposal_id=proposal["id"]))
         entry["proposed_action"] = request.action
-        outcome = await self._store.propose(state, proposal, entry, expired)
+        outcome = await self._store.propose(state, proposal, entry, expired,
+                                            self._chain_event(who, entry))
         if outcome == "conflict":
             raise Conflict("the policy changed since it was read; read it again and retry",
                            VERSION_CONFLICT)
@@ -463,11 +470,34 @@ class PolicyService:
             revision += 1
             document = bundles_document(change.bundles, revision=revision, updated_at=now)
         entry = self._audit_entry(who, now, revision, change)
-        if not await self._store.commit(state, Commit(entry, document, change.snapshots)):
+        chain = self._chain_event(who, entry, confirmer_key=change.confirmer_key)
+        if not await self._store.commit(state, Commit(entry, document, change.snapshots,
+                                                      chain)):
             raise Conflict("the policy changed since it was read; read it again and retry",
                            VERSION_CONFLICT)
         if document is not None:
             await self._announce(revision, change.action)
+
+    def _chain_event(self, who: Principal, entry: Mapping[str, Any], *,
+                     confirmer_key: str = "") -> AuditParts | None:
+        """The change's event in the system audit chain (tenant ``*``: the policy governs
+        every tenant), committed by the change's own script. The actor is the key that
+        made the change take effect: a proposal's confirmer, else the caller."""
+        if self._audit is None:
+            return None
+        confirmed_by = str(entry.get("confirmed_by") or "")
+        extra = {k: entry[k] for k in ("resource_id", "bundle_ids", "revision", "proposal_id",
+                                       "proposed_action") if entry.get(k) not in (None, "")}
+        if confirmed_by:
+            extra["proposed_by"] = who.principal_id
+        event = governance(
+            f"policy.{entry['action']}", SYSTEM_TENANT, confirmed_by or who.principal_id,
+            confirmer_key if confirmed_by else who.key_id,
+            reason=str(entry.get("message") or "") or None,
+            snapshot={"before": entry.get("snapshot_before", ""),
+                      "after": entry.get("snapshot_after", "")},
+            extra=extra)
+        return self._audit.script_parts(event)
 
     @staticmethod
     def _audit_entry(who: Principal, now: str, revision: int, change: _Change

@@ -28,10 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.safety.bundles import POLICY_DOC_KEY
+from cordum.store.audit import with_audit
 from cordum.store.errors import StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
+
+    from cordum.store.jobs import AuditParts
 
 SNAPSHOTS_KEY = "cfg:system:policy_snapshots"
 AUDIT_KEY = "cfg:system:policy_audit"
@@ -79,6 +82,8 @@ class Commit:
     audit_entry: dict[str, Any]
     document: dict[str, Any] | None = None
     snapshots: tuple[dict[str, Any], ...] = ()
+    chain: AuditParts | None = None
+    """The change's event in the system audit chain (``AuditTrail.script_parts``)."""
 
 
 def _json_object(raw: Any, what: str) -> dict[str, Any] | None:
@@ -104,8 +109,8 @@ class PolicyStore:
         self._redis = redis
         self._keys = (doc_key, snapshots_key, audit_key)
         self._proposals_key = proposals_key
-        self._commit = redis.register_script(_COMMIT_LUA.read_text())
-        self._propose = redis.register_script(_PROPOSE_LUA.read_text())
+        self._commit = redis.register_script(with_audit(_COMMIT_LUA.read_text()))
+        self._propose = redis.register_script(with_audit(_PROPOSE_LUA.read_text()))
 
     async def read(self) -> PolicyState:
         doc_key, snapshots_key, _ = self._keys
@@ -125,29 +130,33 @@ class PolicyStore:
     async def commit(self, read: PolicyState, change: Commit) -> bool:
         """Write ``change`` when nothing changed since ``read``; False (nothing written)
         when something did."""
+        chain_keys, chain_args = change.chain or ([], [])
         args = [str(read.revision), read.newest_snapshot_id,
                 "" if change.document is None else _compact(change.document),
                 str(MAX_SNAPSHOTS), str(MAX_AUDIT_ENTRIES), _compact(change.audit_entry),
-                *(_compact(s) for s in change.snapshots)]
+                len(chain_args), *chain_args, *(_compact(s) for s in change.snapshots)]
         try:
-            done = await self._commit(keys=list(self._keys), args=args)
+            done = await self._commit(keys=[*self._keys, *chain_keys], args=args)
         except Exception as exc:
             raise StoreError(f"commit policy: {type(exc).__name__}: {exc}") from exc
         return int(done) == 1
 
     async def propose(self, read: PolicyState, proposal: dict[str, Any],
-                      audit_entry: dict[str, Any], expired: Sequence[str]) -> str:
+                      audit_entry: dict[str, Any], expired: Sequence[str],
+                      chain: AuditParts | None = None) -> str:
         """Keep ``proposal`` (under its ``id``) with its audit entry, dropping the
         ``expired`` ones first, when the policy is still as ``read``: ``"ok"``,
         ``"conflict"`` (the policy changed) or ``"full"`` (:data:`MAX_PROPOSALS`
         wait already)."""
         doc_key, snapshots_key, audit_key = self._keys
+        chain_keys, chain_args = chain or ([], [])
         args = [str(read.revision), read.newest_snapshot_id, str(MAX_PROPOSALS),
                 str(MAX_AUDIT_ENTRIES), str(proposal["id"]), _compact(proposal),
-                _compact(audit_entry), *expired]
+                _compact(audit_entry), len(chain_args), *chain_args, *expired]
         try:
             done = await self._propose(
-                keys=[doc_key, snapshots_key, audit_key, self._proposals_key], args=args)
+                keys=[doc_key, snapshots_key, audit_key, self._proposals_key, *chain_keys],
+                args=args)
         except Exception as exc:
             raise StoreError(f"propose policy change: {type(exc).__name__}: {exc}") from exc
         return done.decode() if isinstance(done, bytes) else str(done)

@@ -73,7 +73,7 @@ def service() -> WorkflowService:
 
     return WorkflowService(DefinitionStore(redis), WorkflowStore(redis), wiring.default_runner(),
                            max_active_runs=cfg.workflow_max_active_runs, simulator=simulator,
-                           limits=wiring.run_limits())
+                           limits=wiring.run_limits(), audit=deps.audit_trail())
 
 
 def _idempotency_key(event: BaseProxyEvent) -> str:

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.gateway.workflows import views
+from cordum.store.audit_trail import AuditTrail, governance
 from cordum.workflow import json_schemas
 from cordum.workflow.definition import check_step_count, parse_workflow
 from cordum.workflow.errors import InvalidDefinition, InvalidInput, RunNotFound, WorkflowNotFound
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
     from cordum.gateway.core.auth import Principal
     from cordum.gateway.workflows.dry_run import SimulatorFactory
+    from cordum.store.audit import AuditEvent
+    from cordum.store.jobs import AuditParts
     from cordum.workflow import pinning
     from cordum.workflow.definition import Workflow
     from cordum.workflow.definition_store import DefinitionStore
@@ -51,7 +54,8 @@ class RunStarter(Protocol):
 
     async def announce_start(self, run: WorkflowRun) -> None: ...
 
-    async def cancel(self, tenant: str, run_id: str) -> bool: ...
+    async def cancel(self, tenant: str, run_id: str, *,
+                     audit: AuditParts | None = None) -> bool: ...
 
 
 def body_hash(body: Any, *, dry_run: bool = False) -> str:
@@ -90,8 +94,9 @@ class WorkflowService:
     def __init__(self, definitions: DefinitionStore, store: WorkflowStore,
                  runner: RunStarter, *, max_active_runs: int = 0,
                  simulator: SimulatorFactory | None = None,
-                 limits: RunLimits | None = None) -> None:
+                 limits: RunLimits | None = None, audit: AuditTrail | None = None) -> None:
         self._definitions = definitions
+        self._audit = audit
         self._store = store
         self._runner = runner
         self._max_active = max_active_runs
@@ -113,15 +118,32 @@ class WorkflowService:
         if earlier is not None:
             wf = wf.model_copy(update={"created_at": earlier.created_at,
                                        "created_by": earlier.created_by})
-        await self._definitions.put_definition(wf)
+        event = self._event("workflow.update" if earlier is not None else "workflow.create",
+                            who, workflow_id=wf.id,
+                            extra={"steps": len(wf.steps), "version": wf.version or ""})
+        await self._definitions.put_definition(wf, audit=event)
+        if self._audit is not None and event is not None:
+            await self._audit.drain_quietly(who.tenant)
         return wf.id
 
     async def get_definition(self, who: Principal, workflow_id: str) -> dict[str, Any]:
         return views.definition(await self._definition(who, workflow_id))
 
     async def delete_definition(self, who: Principal, workflow_id: str) -> None:
-        if not await self._definitions.delete_definition(who.tenant, workflow_id):
+        event = self._event("workflow.delete", who, workflow_id=workflow_id)
+        if not await self._definitions.delete_definition(who.tenant, workflow_id,
+                                                         audit=self._parts(event)):
             raise WorkflowNotFound("workflow not found")
+
+    def _event(self, type_: str, who: Principal, **fields: Any) -> AuditEvent | None:
+        """The event of an act of ``who`` (None when this service records none)."""
+        if self._audit is None:
+            return None
+        return governance(type_, who.tenant, who.principal_id, who.key_id, **fields)
+
+    def _parts(self, event: AuditEvent | None) -> AuditParts | None:
+        return None if event is None or self._audit is None else \
+            self._audit.script_parts(event)
 
     async def _definition(self, who: Principal, workflow_id: str) -> Workflow:
         wf = await self._definitions.get_definition(who.tenant, workflow_id)
@@ -148,8 +170,11 @@ class WorkflowService:
             dry_run=dry_run)
         if dry_run:
             run.labels["dry_run"] = run.metadata["dry_run"] = "true"
+        event = self._event("run.start", who, run_id=run.id, workflow_id=wf.id,
+                            extra={"dry_run": dry_run})
         return await self._open(run, wf, idempotency_key=idempotency_key,
-                                body_hash=body_hash(body, dry_run=dry_run))
+                                body_hash=body_hash(body, dry_run=dry_run),
+                                audit=self._parts(event))
 
     async def rerun(self, who: Principal, run_id: str, *, from_step: str,
                     dry_run: bool) -> str:
@@ -171,10 +196,14 @@ class WorkflowService:
                           now=format_time(datetime.now(UTC)), dry_run=dry_run)
         # The children the old run pinned: a kept approval never covers a newer child.
         run.child_definitions = old.child_definitions
-        return await self._open(run, wf, idempotency_key="", body_hash=body_hash(run.input))
+        event = self._event("run.rerun", who, run_id=run.id, workflow_id=wf.id,
+                            extra={"rerun_of": run_id, "from_step": from_step,
+                                   "dry_run": dry_run})
+        return await self._open(run, wf, idempotency_key="", body_hash=body_hash(run.input),
+                                audit=self._parts(event))
 
     async def _open(self, run: WorkflowRun, wf: Workflow, *, idempotency_key: str,
-                    body_hash: str) -> str:
+                    body_hash: str, audit: AuditParts | None = None) -> str:
         """Store a new run (open-run limit, indexes, definition snapshot) and queue its
         start; the earlier run's id when the idempotency key already started one. The
         run pins its children's definitions (unless it has them: a rerun), within the
@@ -195,7 +224,7 @@ class WorkflowService:
                 f"most {limits.max_run_document_bytes} (max_run_document_bytes)")
         run_id, created = await self._store.create_run(
             run, wf, idempotency_key=idempotency_key, body_hash=body_hash,
-            max_active=self._max_active)
+            max_active=self._max_active, audit=audit)
         if not created:
             return run_id
         try:
@@ -269,7 +298,9 @@ class WorkflowService:
         run = await self._run(who, run_id)
         if run.workflow_id != workflow_id:
             raise RunNotFound("run not found")
-        await self._runner.cancel(who.tenant, run_id)
+        event = self._event("run.cancel", who, run_id=run_id, workflow_id=workflow_id,
+                            extra={"status_before": str(run.status)})
+        await self._runner.cancel(who.tenant, run_id, audit=self._parts(event))
 
     async def delete_run(self, who: Principal, run_id: str) -> None:
         """Delete a run; an open one is cancelled first, so no job of it runs on unseen."""

@@ -16,12 +16,16 @@
 --         adds last_state, attempts and created_at (us); TTL ARGV[7] (s)
 -- ARGV[8] "unchanged since" (us) or "": when the job's updated_at is later, it has
 --         moved since the caller looked at it and the call is a "skip"
--- ARGV[9] N, the number of side records: KEYS[8..7+N] are SET with the transition,
---         values and TTLs (s) in ARGV[11..10+2N] (value, ttl pairs)
+-- ARGV[9] N, the number of side records: KEYS[8+2A..7+2A+N] are SET with the
+--         transition, values and TTLs (s) in ARGV[12+M..11+M+2N] (value, ttl pairs)
 -- ARGV[10] worker fence or "": unless the meta's worker_id is this one, the call is a
 --         "foreign" (a result from a worker the job was not dispatched to, or for a job
 --         dispatched to nobody yet)
--- ARGV[11+2N..] meta field, value pairs written with the last state
+-- ARGV[11] M, the number of audit arguments: 0 for a move that is not a governance
+--         act (A = 0); else (A = 1) KEYS[8] and KEYS[9] are the tenant's audit stream
+--         and head and ARGV[12..11+M] what audit_append takes after them (the script is
+--         loaded after audit_chain.lua: store.audit.with_audit)
+-- ARGV[12+M+2N..] meta field, value pairs written with the last state
 -- Returns {status, previous state, workflow id of the job or ""}: status "ok"; "skip" when the current state is not in
 -- ARGV[5]; "foreign" (see ARGV[10]); "invalid" when the table forbids a step (nothing is
 -- written).
@@ -84,6 +88,14 @@ for _, nxt in ipairs(path) do
   cur = nxt
 end
 
+local audited = tonumber(ARGV[11])
+local skeys = 7  -- side records' keys follow the audit keys
+if audited > 0 then
+  -- Every check is above: the move and its event, or neither.
+  audit_append(KEYS[8], KEYS[9], unpack(ARGV, 12, 11 + audited))
+  skeys = 9
+end
+
 local attempts_bump = 0
 cur = prev
 for _, nxt in ipairs(path) do
@@ -106,10 +118,11 @@ redis.call('ZADD', 'job:index:' .. string.lower(cur), now, id)
 if terminal[cur] then trim('job:index:' .. string.lower(cur)) end
 local sides = tonumber(ARGV[9])
 for i = 1, sides do
-  redis.call('SET', KEYS[7 + i], ARGV[9 + 2 * i], 'EX', tonumber(ARGV[10 + 2 * i]))
+  redis.call('SET', KEYS[skeys + i], ARGV[10 + audited + 2 * i],
+             'EX', tonumber(ARGV[11 + audited + 2 * i]))
 end
 local fields = {'state', cur, 'updated_at', now}
-for i = 11 + 2 * sides, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 12 + audited + 2 * sides, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 if attempts_bump > 0 then
   redis.call('HINCRBY', KEYS[1], 'attempts', attempts_bump)

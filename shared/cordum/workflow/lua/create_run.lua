@@ -9,6 +9,10 @@
 -- ARGV[5] definition JSON  ARGV[6] score (updated_at, us)  ARGV[7] idempotency TTL (s)
 -- ARGV[8] '1' when an idempotency key was given, else '0'
 -- ARGV[9] runs allowed under the root (0 = none), ARGV[10] the count's TTL (s) (with KEYS[8])
+-- ARGV[11] M, the number of audit arguments: 0 unless the run is started through the
+--         API (a governance act); else the last two KEYS are the tenant's audit stream
+--         and head and ARGV[12..11+M] what audit_append takes after them (the script is
+--         loaded after audit_chain.lua: store.audit.with_audit)
 -- Returns {'created', run id} | {'existing', run id} (same key, same body; or a run of
 -- that id is stored: a refused child's record is never replaced)
 --       | {'conflict', run id} (same key, other body) | {'limit', open runs}
@@ -29,7 +33,9 @@ end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return {'existing', run_id}
 end
-if KEYS[8] and tonumber(ARGV[9]) > 0 then
+local audited = tonumber(ARGV[11])
+local rooted = #KEYS - (audited > 0 and 2 or 0) >= 8
+if rooted and tonumber(ARGV[9]) > 0 then
   local made = tonumber(redis.call('GET', KEYS[8]) or '0')
   if made >= tonumber(ARGV[9]) then
     return {'root_limit', tostring(made)}
@@ -42,6 +48,10 @@ if limit > 0 then
     return {'limit', tostring(open)}
   end
 end
+if audited > 0 then
+  -- Every check is above: the run and its event, or neither.
+  audit_append(KEYS[#KEYS - 1], KEYS[#KEYS], unpack(ARGV, 12, 11 + audited))
+end
 local score = ARGV[6]
 redis.call('SET', KEYS[3], ARGV[4])
 redis.call('SET', KEYS[4], ARGV[5])
@@ -52,7 +62,7 @@ redis.call('SADD', KEYS[2], run_id)
 if ARGV[8] == '1' then
   redis.call('SET', KEYS[1], run_id .. ' ' .. body_hash, 'EX', tonumber(ARGV[7]))
 end
-if KEYS[8] then
+if rooted then
   redis.call('INCR', KEYS[8])
   redis.call('EXPIRE', KEYS[8], tonumber(ARGV[10]))
 end

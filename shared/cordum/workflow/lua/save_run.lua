@@ -10,8 +10,17 @@
 -- ARGV[6] score (updated_at, us)  ARGV[7] timeline cap  ARGV[8] timer: 'keep' | 'drop' | score
 -- ARGV[9] timer member  ARGV[10] job mapping TTL (s)  ARGV[11] context TTL (s)
 -- ARGV[12] n jobs  ARGV[13] n contexts  ARGV[14] n timeline events
--- ARGV[15..] the jobs' mapping JSON, then the contexts' JSON, then the timeline events
+-- ARGV[15] M, the number of audit arguments: 0 unless the save is a governance act (a
+--         run cancelled through the API); else the last two KEYS are the tenant's audit
+--         stream and head and ARGV[16..15+M] what audit_append takes after them (the
+--         script is loaded after audit_chain.lua: store.audit.with_audit)
+-- ARGV[16+M..] the jobs' mapping JSON, then the contexts' JSON, then the timeline events
 -- Returns 1.
+local audited = tonumber(ARGV[15])
+if audited > 0 then
+  -- Before any write: the run saved and its event, or neither.
+  audit_append(KEYS[#KEYS - 1], KEYS[#KEYS], unpack(ARGV, 16, 15 + audited))
+end
 local run_id, terminal, ttl = ARGV[1], ARGV[4] == '1', tonumber(ARGV[5])
 local score = ARGV[6]
 if terminal then
@@ -29,7 +38,7 @@ else
   redis.call('DEL', KEYS[2])
 end
 local n_jobs, n_ctx, n_events = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
-local at = 15
+local at = 16 + audited
 for i = 1, n_jobs do
   redis.call('SET', KEYS[9 + i], ARGV[at], 'EX', tonumber(ARGV[10]))
   at = at + 1
