@@ -65,6 +65,9 @@ PLATFORM_PRINCIPAL = "local-policy-owner"
 """A second admin: approving a job takes another identity than the one that submitted it."""
 OTHER_TENANT = "tenant-b"
 """The tenant of CORDUM_OTHER_TENANT_KEY, a user key that must never see ``default``'s work."""
+AUDIT_BUCKET = "cordum-audit-local"
+"""The emulator's audit bucket (docs/audit.md, "Export and retention"): created by ``up``,
+named to the stack by context ``auditBucket`` (an AWS stack creates its own)."""
 
 
 # ---------------------------------------------------------------- env file
@@ -197,6 +200,22 @@ def demo(values: dict[str, str], timeout: float = 90.0) -> str:
     fail(f"demo job {job_id} not terminal after {timeout:.0f}s (last state {state or '?'})")
 
 
+# ---------------------------------------------------------------- audit bucket
+
+
+def ensure_audit_bucket(localstack_url: str) -> str:
+    """The emulator's audit bucket, created (Object Lock on, as on AWS) unless it exists."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=localstack_url, region_name="us-east-1",
+                      aws_access_key_id="test", aws_secret_access_key="test")
+    try:
+        s3.head_bucket(Bucket=AUDIT_BUCKET)
+    except Exception:
+        s3.create_bucket(Bucket=AUDIT_BUCKET, ObjectLockEnabledForBucket=True)
+    return AUDIT_BUCKET
+
+
 # ---------------------------------------------------------------- commands
 
 
@@ -227,6 +246,8 @@ def up(run_demo: bool = True) -> dict[str, str]:
     run_logged("layer", [sys.executable, str(ROOT / "layers" / "build.py")])
     build_dashboard()
 
+    step(f"audit bucket {ensure_audit_bucket(values['LOCALSTACK_URL'])}")
+
     step("deploying the CDK app with cdklocal (log: .cordum/cdk-deploy.log)")
     import deploy  # infra/cdk/deploy.py
 
@@ -238,6 +259,7 @@ def up(run_demo: bool = True) -> dict[str, str]:
             "apiKeys": api_keys(values),
             "configDir": str(config_dir()),
             "layerPath": str(ROOT / "layers" / "build" / "cordum-layer"),
+            "auditBucket": AUDIT_BUCKET,
         },
         outputs_file=OUTPUTS,
         python=sys.executable,

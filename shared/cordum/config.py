@@ -112,6 +112,11 @@ class Settings(BaseModel):
     # open job keeps cordum.store.jobs.META_TTL_S from its last write.
     job_retention_s: int = Field(default=DEFAULT_JOB_RETENTION_S, ge=MIN_JOB_RETENTION_S,
                                  le=MAX_JOB_RETENTION_S)
+    # The audit export (cordum.store.audit_export): the S3 bucket the chains are
+    # exported to ("": no export, the audit tick only drains the outboxes), and how
+    # many of a chain's last entries stay in Redis once exported.
+    audit_bucket: str = ""
+    audit_keep_entries: int = Field(default=10_000, ge=0)
 
     @field_validator("redis_url")
     @classmethod
@@ -157,6 +162,8 @@ _ENV = {
     "workflow_timer_queue_url": "WORKFLOW_TIMER_QUEUE_URL",
     "workflow_max_active_runs": "CORDUM_WORKFLOW_MAX_ACTIVE_RUNS",
     "job_retention_s": JOB_RETENTION_ENV,
+    "audit_bucket": "CORDUM_AUDIT_BUCKET",
+    "audit_keep_entries": "CORDUM_AUDIT_KEEP_ENTRIES",
 }
 
 _GO_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?$")

@@ -188,8 +188,8 @@ def test_local_stack_keeps_its_alarms_without_a_topic(local: dict[str, Any]) -> 
     assert _resources(tpl, "AWS::SNS::Topic") == {}
     alarms = _alarms(tpl)
     assert all("AlarmActions" not in a and "OKActions" not in a for a in alarms.values())
-    # (6 DLQs, 8 functions, the safety circuit and stale jobs, as before)
-    assert len(alarms) == 6 + 8 + 2
+    # (6 DLQs, 9 functions, the safety circuit and stale jobs, as before)
+    assert len(alarms) == 6 + 9 + 2
     assert "AlarmTopicArn" not in tpl["Outputs"]
 
 
@@ -433,8 +433,8 @@ def test_cost_inventory_counts_what_the_template_holds(aws: dict[str, Any]) -> N
     )
     assert inventory.fargate_vcpu == pytest.approx(vcpu) and vcpu > 0
     # And the ticks: every function a schedule invokes each minute
-    assert inventory.tick_functions == 3
-    assert inventory.functions == len(ALL_FUNCTIONS) == 8
+    assert inventory.tick_functions == 4
+    assert inventory.functions == len(ALL_FUNCTIONS) == 9
 
 
 def test_cost_table_prices_the_inventory(aws: dict[str, Any]) -> None:

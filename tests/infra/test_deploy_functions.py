@@ -146,7 +146,7 @@ def test_lambda_connections_stay_within_the_default_cache_nodes_budget(
     pollers = sum(m["ScalingConfig"]["MaximumConcurrency"] for m in _mappings(aws).values())
     gateway = _functions(tpl)["gateway"]["ReservedConcurrentExecutions"]
     ticks = sum(1 for spec in TICK_FUNCTIONS if _functions(tpl)[spec.module]["Timeout"] < 60)
-    assert ticks == len(TICK_FUNCTIONS) == 3
+    assert ticks == len(TICK_FUNCTIONS) == 4
     # Then their Redis connections stay within the budget of the default node
     instances = pollers + gateway + ticks
     assert instances * REDIS_CONNECTIONS_PER_INSTANCE <= FUNCTION_CONNECTION_BUDGET

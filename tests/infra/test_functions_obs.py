@@ -33,6 +33,7 @@ from cfnlint.api import ManualArgs, lint  # noqa: E402
 from cordum_infra.api import ACCESS_LOG_FIELDS, MAX_BODY_BYTES  # noqa: E402
 from cordum_infra.functions import (  # noqa: E402
     ALL_FUNCTIONS,
+    AUDIT_TICK,
     DEFAULT_GATEWAY_RESERVED_CONCURRENCY,
     RECONCILER_TICK,
     REPLAYER_TICK,
@@ -372,8 +373,8 @@ def test_ticks_retry_then_dead_letter_to_an_encrypted_queue(shape: dict[str, Any
     dlq_id = _logical_id(stack, stack.schedules.dlq)
     rules = _resources(tpl, "AWS::Events::Rule")
     tick_fns = {_fn_id(stack, RECONCILER_TICK), _fn_id(stack, REPLAYER_TICK),
-                _fn_id(stack, WORKFLOW_TICK)}
-    assert len(rules) == 3
+                _fn_id(stack, WORKFLOW_TICK), _fn_id(stack, AUDIT_TICK)}
+    assert len(rules) == 4
     rule_arns = []
     for rule_id, rule in rules.items():
         (target,) = rule["Properties"]["Targets"]
@@ -391,7 +392,7 @@ def test_ticks_retry_then_dead_letter_to_an_encrypted_queue(shape: dict[str, Any
     dlq = _props(tpl, dlq_id)
     assert dlq["SqsManagedSseEnabled"] is True
     assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600
-    # And EventBridge may send to it for exactly these three rules
+    # And EventBridge may send to it for exactly these four rules
     allowed = []
     for policy in _resources(tpl, "AWS::SQS::QueuePolicy").values():
         if policy["Properties"]["Queues"] != [{"Ref": dlq_id}]:
@@ -538,11 +539,11 @@ def test_alarms_notify_the_topic_from_the_context(
 ) -> None:
     # Given alarmTopicArn, then every alarm notifies it on ALARM and on OK
     alarms = _alarms(tuned["json"])
-    # (6 DLQs, 8 functions, circuit and stale jobs, Redis memory and CPU, the bridge;
-    # the capacity alarms: API 5xx and 429, 8 functions' throttles, account
+    # (6 DLQs, 9 functions, circuit and stale jobs, Redis memory and CPU, the bridge;
+    # the capacity alarms: API 5xx and 429, 9 functions' throttles, account
     # concurrency, 2 queues' oldest message, kernel hosts, Redis connections, CPU
     # credits and replication lag)
-    assert len(alarms) == 6 + 8 + 2 + 2 + 1 + (2 + 8 + 1 + 2 + 1 + 3)
+    assert len(alarms) == 6 + 9 + 2 + 2 + 1 + (2 + 9 + 1 + 2 + 1 + 3)
     for alarm in alarms:
         assert alarm["AlarmActions"] == [TOPIC_ARN]
         assert alarm["OKActions"] == [TOPIC_ARN]

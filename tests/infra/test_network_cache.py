@@ -31,7 +31,7 @@ cdk = pytest.importorskip("aws_cdk")
 from aws_cdk.assertions import Match, Template  # noqa: E402
 from cordum_infra.cache import AUTH_SECRET_ENV, REDIS_PORT  # noqa: E402
 from cordum_infra.cache_users import PASSWORD_SPECIALS  # noqa: E402
-from cordum_infra.functions import ALL_FUNCTIONS  # noqa: E402
+from cordum_infra.functions import ALL_FUNCTIONS, AUDIT_TICK, GATEWAY  # noqa: E402
 from cordum_infra.nag import add_checks  # noqa: E402
 from cordum_infra.network import KERNEL_PORT  # noqa: E402
 from cordum_infra.settings import ContextError  # noqa: E402
@@ -210,9 +210,13 @@ def test_every_function_runs_in_the_private_subnets_with_the_functions_group(
     by_id = {k: v["Properties"] for k, v in _resources(tpl, "AWS::Lambda::Function").items()}
     for spec in ALL_FUNCTIONS:
         props = by_id[_logical_id(stack, stack.functions[spec])]
+        # (the audit tick and the gateway, which reads the exported chains, have a second
+        # group for S3: test_audit_export_infra)
+        extra = [_group_ref(stack, stack.audit.s3_security_group)] \
+            if spec in (AUDIT_TICK, GATEWAY) else []
         assert props["VpcConfig"] == {
             "SubnetIds": _private_subnet_refs(stack),
-            "SecurityGroupIds": [functions_group],
+            "SecurityGroupIds": [functions_group, *extra],
         }, spec.module
 
 

@@ -431,7 +431,7 @@ def test_functions_call_the_kernel_through_the_nlb(kernel: dict[str, Any]) -> No
     expected = {"Fn::Join": ["", [{"Fn::GetAtt": [nlb_id, "DNSName"]}, f":{KERNEL_PORT}"]]}
     # Then every function's SAFETY_KERNEL_ADDR is the load balancer's name and port
     functions = _functions(kernel["json"])
-    assert len(functions) == 8
+    assert len(functions) == 9
     for module, props in functions.items():
         assert props["Environment"]["Variables"]["SAFETY_KERNEL_ADDR"] == expected, module
     assert kernel["json"]["Outputs"]["SafetyKernelAddr"]["Value"] == expected
@@ -508,7 +508,7 @@ def test_every_client_trusts_only_the_issued_ca(kernel: dict[str, Any]) -> None:
     ca = {"Fn::GetAtt": [ca_id, "CaPem"]}
     clients = {m: p["Environment"]["Variables"] for m, p in _functions(tpl).items()}
     clients["bridge"] = _env(_containers(tpl)[BRIDGE_CONTAINER][1])
-    assert len(clients) == 9  # the eight functions and the bridge
+    assert len(clients) == 10  # the nine functions and the bridge
     for name, env in clients.items():
         assert env["SAFETY_KERNEL_TLS_REQUIRED"] == "true", name
         assert env["SAFETY_KERNEL_TLS_CA"] == ca, name

@@ -27,6 +27,7 @@ sys.path.insert(0, str(CDK_DIR))
 
 from cordum_infra.functions import (  # noqa: E402
     ALL_FUNCTIONS,
+    AUDIT_TICK,
     GATEWAY,
     RECONCILER_TICK,
     REPLAYER_TICK,
@@ -159,11 +160,11 @@ def test_local_stack_creates_no_cache_and_no_vpc(local: dict[str, Any]) -> None:
 
 def test_every_python312_function_shares_the_one_layer(local: dict[str, Any]) -> None:
     tpl, stack = local["json"], local["stack"]
-    # Then there are the eight handlers, each on python3.12 with exactly the cordum layer
+    # Then there are the nine handlers, each on python3.12 with exactly the cordum layer
     local["template"].resource_count_is("AWS::Lambda::LayerVersion", 1)
     layer_id = _logical_id(stack, stack.functions.layer)
     functions = _functions(tpl)
-    assert set(functions) == HANDLERS and len(HANDLERS) == 8
+    assert set(functions) == HANDLERS and len(HANDLERS) == 9
     for module, props in functions.items():
         assert props["Runtime"] == "python3.12", module
         assert props["Layers"] == [{"Ref": layer_id}], module
@@ -255,13 +256,13 @@ def test_visibility_timeout_is_at_least_six_consumer_timeouts(local: dict[str, A
 def test_ticks_run_every_minute(local: dict[str, Any]) -> None:
     tpl, stack = local["json"], local["stack"]
     rules = [r["Properties"] for r in _resources(tpl, "AWS::Events::Rule").values()]
-    # Then three rate(1 minute) rules target the reconciler, replayer and workflow ticks
-    assert len(rules) == 3
+    # Then four rate(1 minute) rules target the reconciler, replayer, workflow and audit ticks
+    assert len(rules) == 4
     assert all(rule["ScheduleExpression"] == "rate(1 minute)" for rule in rules)
     targets = sorted(rule["Targets"][0]["Arn"]["Fn::GetAtt"][0] for rule in rules)
     assert targets == sorted(
         [_fn_id(stack, RECONCILER_TICK), _fn_id(stack, REPLAYER_TICK),
-         _fn_id(stack, WORKFLOW_TICK)]
+         _fn_id(stack, WORKFLOW_TICK), _fn_id(stack, AUDIT_TICK)]
     )
     # And EventBridge may invoke them
     for fn_id in targets:
@@ -426,7 +427,8 @@ def test_aws_stack_puts_every_function_in_the_vpc(aws: dict[str, Any]) -> None:
     for module, props in functions.items():
         # Then each function has a VPC config with two private subnets
         assert len(props["VpcConfig"]["SubnetIds"]) == 2, module
-        sg_ids.add(json.dumps(props["VpcConfig"]["SecurityGroupIds"]))
+        # (the audit tick has a second group of its own, for S3: test_audit_export_infra)
+        sg_ids.add(json.dumps(props["VpcConfig"]["SecurityGroupIds"][:1]))
     # And they share one security group, the one the cache admits
     assert len(sg_ids) == 1
     functions_sg = json.loads(sg_ids.pop())[0]

@@ -190,6 +190,17 @@ WORKFLOW_TICK = FunctionSpec(
     async_retries=0,
 )
 
+AUDIT_TICK = FunctionSpec(
+    "audit_tick",
+    memory_mb=512,
+    # Ticks every 15 s (outboxes drained, chains exported to S3, Redis trimmed),
+    # bounded by the remaining time, and ends before the next minute's invocation.
+    timeout=Duration.seconds(55),
+    description="Audit tick: drains audit outboxes, exports the chains to S3, trims Redis",
+    async_retries=0,
+)
+"""Its bucket, grants and S3 egress: cordum_infra.audit_export."""
+
 ALL_FUNCTIONS = (
     GATEWAY,
     SUBMIT,
@@ -199,9 +210,10 @@ ALL_FUNCTIONS = (
     SAGA_ROLLBACK,
     WORKFLOW,
     WORKFLOW_TICK,
+    AUDIT_TICK,
 )
 
-TICK_FUNCTIONS = (RECONCILER_TICK, REPLAYER_TICK, WORKFLOW_TICK)
+TICK_FUNCTIONS = (RECONCILER_TICK, REPLAYER_TICK, WORKFLOW_TICK, AUDIT_TICK)
 """Run once a minute by EventBridge, each shorter than a minute: one instance each."""
 
 ARCHITECTURES = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}

@@ -22,12 +22,14 @@ from cordum_infra.api import (
     grant_api_keys,
 )
 from cordum_infra.assets import CONFIG_SUBDIR, stage_function_code
+from cordum_infra.audit_export import AuditExport
 from cordum_infra.cache import AUTH_SECRET_ENV, RedisCache
 from cordum_infra.cache_config import JOB_RETENTION_ENV
 from cordum_infra.capacity_alarms import CapacityTargets
 from cordum_infra.fargate import SERVICE_TASKS
 from cordum_infra.functions import (
     ALL_FUNCTIONS,
+    AUDIT_TICK,
     GATEWAY,
     RECONCILER_TICK,
     REPLAYER_TICK,
@@ -285,8 +287,15 @@ class CordumServerlessStack(Stack):
                 "Reconciler": self.functions[RECONCILER_TICK],
                 "Replayer": self.functions[REPLAYER_TICK],
                 "Workflow": self.functions[WORKFLOW_TICK],
+                "Audit": self.functions[AUDIT_TICK],
             },
         )
+        # The audit bucket (Object Lock) and the audit tick's access to it.
+        self.audit = AuditExport(
+            self, "AuditExport", function=self.functions[AUDIT_TICK], placement=placement,
+            local=not settings.creates_cache, readers=(self.functions[GATEWAY],))
+        if self.network is not None and self.audit.s3_security_group is not None:
+            self.network.allow_aws_apis(self.audit.s3_security_group, images=True)
         # AWS with a certificate: the live event stream behind its load balancer.
         self.stream: StreamService | None = None
         if self.services is not None and self.network is not None:

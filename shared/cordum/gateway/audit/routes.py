@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from cordum import runtime
+from cordum.config import settings
 from cordum.gateway.audit import access
 from cordum.gateway.audit.models import EventFilter, HoldRequest, parse_cursor, parse_limit
 from cordum.gateway.audit.service import AuditService
@@ -40,7 +41,7 @@ def contract() -> ApiPart:
 
 def service() -> AuditService:
     # Built per request around the cached clients: it holds no connection of its own.
-    return AuditService(deps.redis(), process_hmac_key())
+    return AuditService(deps.redis(), process_hmac_key(), bucket=settings().audit_bucket)
 
 
 def _body(event: BaseProxyEvent) -> dict[str, Any]:

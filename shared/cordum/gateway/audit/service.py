@@ -38,6 +38,7 @@ from cordum.text import as_text
 if TYPE_CHECKING:
     from cordum.gateway.audit.models import EventFilter
     from cordum.gateway.core.auth import Principal
+    from cordum.store.audit_export import ExportVerifyResult
 
 SCAN_FACTOR = 4
 """Entries one XREVRANGE batch reads, per entry of the page asked for."""
@@ -89,9 +90,14 @@ def event_view(entry: AuditEntry) -> dict[str, Any]:
 
 
 class AuditService:
-    def __init__(self, redis: Any, hmac_key: bytes | None) -> None:
+    def __init__(self, redis: Any, hmac_key: bytes | None, *, bucket: str = "",
+                 s3: Any = None) -> None:
+        """``bucket``: where the chains are exported (``CORDUM_AUDIT_BUCKET``; "" for
+        none), read through ``s3`` (a boto3 client, made on first use when None)."""
         self._redis = redis
         self._hmac_key = hmac_key
+        self._bucket = bucket
+        self._s3 = s3
         self._trail = AuditTrail(redis, hmac_key)
 
     # -- events ---------------------------------------------------------------------
@@ -151,15 +157,27 @@ class AuditService:
         except ValueError:
             mark = None  # unreadable: the chain is checked from seq 1 (a trimmed one fails)
         trimmed = not first or parse_entry(*first[0]).seq_number != 1
+        exported = await self._exported(tenant)
         seed = mark if mark is not None and trimmed else None
+        if trimmed and exported is not None and exported.seed is not None:
+            # What Redis no longer holds was checked in the bucket: its remainder must
+            # link to the last entry exported (trimmed past it: "missing").
+            seed = exported.seed
         result = await verify_chain(self._redis, tenant, hmac_key=self._hmac_key, seed=seed)
         body = result.as_dict()
         body.update({
             "tenant": tenant,
             "exported_through_seq": seed[0] if seed else None,
-            "exported": await self._exported(tenant, seed),
+            "exported": None if exported is None else exported.as_dict(),
             "checked_at": rfc3339_s(now_us() / 1e6),
         })
+        if exported is not None:
+            if exported.status == "compromised":
+                body["status"] = "compromised"
+            elif trimmed and exported.seed is not None and exported.status == "ok" and \
+                    body["status"] == "partial" and not result.gaps:
+                # The whole chain was checked, the bucket's part and Redis's.
+                body["status"] = "ok"
         await self._record(who, VERIFY_EVENT, extra={
             "status": result.status, "total_events": result.total_events,
             "verified_events": result.verified_events, "first_seq": result.first_seq,
@@ -167,13 +185,18 @@ class AuditService:
             "exported_through_seq": body["exported_through_seq"]})
         return body
 
-    async def _exported(self, tenant: str, seed: tuple[int, str] | None) -> dict[str, Any] | None:
-        """The check of the exported part of the chain, up to ``seed``: the one place the
-        check of the exported objects (``cordum.store.audit_export.verify_exported``) is
-        to be called, its result shown under ``exported`` and, when it fails, the status
-        made ``compromised``. Until then it is None: the exported part is taken from its
-        mark unchecked, which the ``partial`` status says."""
-        return None
+    async def _exported(self, tenant: str) -> ExportVerifyResult | None:
+        """The check of the tenant's exported objects (``verify_exported``: in seq order,
+        at most 10,000 objects), None when no bucket is configured."""
+        from cordum.store.audit_export import verify_exported
+
+        if not self._bucket:
+            return None
+        if self._s3 is None:
+            from cordum import aws
+
+            self._s3 = aws.client("s3")
+        return await verify_exported(self._s3, self._bucket, tenant, self._hmac_key)
 
     # -- the hold -------------------------------------------------------------------
 
