@@ -203,9 +203,14 @@ def demo(values: dict[str, str], timeout: float = 90.0) -> str:
 # ---------------------------------------------------------------- audit bucket
 
 
-def ensure_audit_bucket(localstack_url: str) -> str:
-    """The emulator's audit bucket, created (Object Lock on, as on AWS) unless it exists."""
+def ensure_audit_bucket(localstack_url: str, redis_url: str) -> str:
+    """The emulator's audit bucket, created (Object Lock on, as on AWS) unless it exists.
+
+    The emulator keeps nothing across restarts while Redis does: a bucket created anew
+    holds no export, so the export marks in Redis are dropped with it and the chains are
+    exported again from their first entry (docs/local-stack.md)."""
     import boto3
+    import redis
 
     s3 = boto3.client("s3", endpoint_url=localstack_url, region_name="us-east-1",
                       aws_access_key_id="test", aws_secret_access_key="test")
@@ -213,6 +218,14 @@ def ensure_audit_bucket(localstack_url: str) -> str:
         s3.head_bucket(Bucket=AUDIT_BUCKET)
     except Exception:
         s3.create_bucket(Bucket=AUDIT_BUCKET, ObjectLockEnabledForBucket=True)
+        client = redis.Redis.from_url(redis_url)
+        try:
+            stale = [key for pattern in ("audit:exported:*", "audit:exporting:*")
+                     for key in client.scan_iter(match=pattern, count=1000)]
+            if stale:
+                client.delete(*stale)
+        finally:
+            client.close()
     return AUDIT_BUCKET
 
 
@@ -246,7 +259,7 @@ def up(run_demo: bool = True) -> dict[str, str]:
     run_logged("layer", [sys.executable, str(ROOT / "layers" / "build.py")])
     build_dashboard()
 
-    step(f"audit bucket {ensure_audit_bucket(values['LOCALSTACK_URL'])}")
+    step(f"audit bucket {ensure_audit_bucket(values['LOCALSTACK_URL'], values['REDIS_URL'])}")
 
     step("deploying the CDK app with cdklocal (log: .cordum/cdk-deploy.log)")
     import deploy  # infra/cdk/deploy.py
@@ -260,6 +273,11 @@ def up(run_demo: bool = True) -> dict[str, str]:
             "configDir": str(config_dir()),
             "layerPath": str(ROOT / "layers" / "build" / "cordum-layer"),
             "auditBucket": AUDIT_BUCKET,
+            # The local chains carry hashes only: every checkout of this machine shares
+            # its Redis, and a key of one checkout would fail the chains of another.
+            # CORDUM_AUDIT_HMAC_KEY (64+ hex digits) in the environment signs them.
+            **({"auditHmacKey": os.environ["CORDUM_AUDIT_HMAC_KEY"]}
+               if os.environ.get("CORDUM_AUDIT_HMAC_KEY") else {}),
         },
         outputs_file=OUTPUTS,
         python=sys.executable,

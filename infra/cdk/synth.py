@@ -73,7 +73,8 @@ SYNTH_SHAPES: dict[str, dict[str, str]] = {
         "consoleCertificateArn": SAMPLE_CONSOLE_CERTIFICATE,
         "consolePriceClass": "200",
     },
-    "local": {"redisUrl": "redis://127.0.0.1:6379", "natsUrl": "nats://127.0.0.1:4222"},
+    "local": {"redisUrl": "redis://127.0.0.1:6379", "natsUrl": "nats://127.0.0.1:4222",
+              "auditBucket": "cordum-audit-local", "auditHmacKey": "ab" * 32},
 }
 """Sample context per stack shape for ``synth``: enough to build each template;
 ``--context`` adds or overrides. Three synths of about 20 s each (cdk-nag

@@ -250,3 +250,41 @@ def test_the_function_reaches_redis_like_the_ticks_and_s3_through_its_own_group(
 def test_outputs_name_the_bucket_and_the_function(aws: dict[str, Any]) -> None:
     outputs = aws["json"]["Outputs"]
     assert {"AuditBucketName", "AuditTickFunctionName"} <= set(outputs)
+
+
+def test_every_function_signs_with_the_stacks_secret_hmac_key(aws: dict[str, Any]) -> None:
+    from cordum_infra.audit_export import HMAC_SECRET_ENV
+
+    stack = aws["stack"]
+    secret = stack.audit.hmac_secret
+    assert secret is not None
+    secret_id = _logical_id(stack, secret)
+    generated = aws["json"]["Resources"][secret_id]["Properties"]["GenerateSecretString"]
+    assert generated["PasswordLength"] == 64 and generated["ExcludeUppercase"] is True
+    assert set("ghijklmnopqrstuvwxyz") <= set(generated["ExcludeCharacters"])  # hex only
+    for module, fn in stack.functions.by_module.items():
+        props = aws["json"]["Resources"][_logical_id(stack, fn)]["Properties"]
+        assert props["Environment"]["Variables"][HMAC_SECRET_ENV] == {"Ref": secret_id}, module
+        role_id = _logical_id(stack, fn.role)
+        reads = [s for s in _statements(aws, role_id)
+                 if "secretsmanager:GetSecretValue" in _actions(s)
+                 and s["Resource"] == {"Ref": secret_id}]
+        assert reads, module
+
+
+def test_a_local_stack_signs_with_the_key_it_is_given_and_aws_refuses_one(
+        inputs: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+    from cordum_infra.audit_export import HMAC_KEY_ENV
+
+    key = "0f" * 32
+    built = _build(inputs, tmp_path / "signed", redisUrl=LOCAL_REDIS, natsUrl=NATS,
+                   apiKeys="k1", auditBucket=LOCAL_BUCKET, auditHmacKey=key)
+    stack = built["stack"]
+    for fn in stack.functions.by_module.values():
+        env = built["json"]["Resources"][_logical_id(stack, fn)]["Properties"]["Environment"]
+        assert env["Variables"][HMAC_KEY_ENV] == key
+    with pytest.raises(ContextError, match="auditHmacKey"):
+        _build(inputs, tmp_path / "aws-key", **AWS_NATS, auditHmacKey=key)
+    with pytest.raises(ContextError, match="64 hex"):
+        _build(inputs, tmp_path / "short", redisUrl=LOCAL_REDIS, natsUrl=NATS, apiKeys="k1",
+               auditHmacKey="abc")

@@ -35,6 +35,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from cordum_infra.context_values import ContextError
@@ -51,6 +52,15 @@ DEFAULT_KEEP_ENTRIES = 10_000
 OBJECT_PREFIX = "audit/"
 """cordum.store.audit_export.OBJECT_PREFIX: the only keys the function may touch."""
 BUCKET_ENV = "CORDUM_AUDIT_BUCKET"
+HMAC_CONTEXT = "auditHmacKey"
+"""Context key, local stacks only: the chains' HMAC key (hex), written into the template."""
+HMAC_KEY_ENV = "CORDUM_AUDIT_HMAC_KEY"
+HMAC_SECRET_ENV = "CORDUM_AUDIT_HMAC_SECRET_ID"
+HMAC_ROTATION_REASON = (
+    "The audit HMAC key signs every entry of the tenants' chains; a chain is verified "
+    "with the key it was written under, so the key is replaced deliberately (with the "
+    "old one kept to verify what it signed), never on a schedule."
+)
 KEEP_ENV = "CORDUM_AUDIT_KEEP_ENTRIES"
 
 ACCESS_LOG_REASON = (
@@ -89,13 +99,19 @@ class AuditExport(Construct):
         placement: VpcPlacement | None,
         local: bool = False,
         readers: tuple[lambda_.Function, ...] = (),
+        signers: tuple[lambda_.Function, ...] = (),
     ) -> None:
         """`local`: a LocalStack stack (the bucket ``auditBucket`` names, if any).
         `readers`: functions that read the exported chains (the gateway's verify route):
-        the bucket's name, get and list under ``audit/``, never a write."""
+        the bucket's name, get and list under ``audit/``, never a write. `signers`: the
+        functions that append to the chains, given the HMAC key: on AWS a Secrets Manager
+        secret of the stack (64 random hex digits), on a local stack context
+        ``auditHmacKey`` when given."""
         super().__init__(scope, construct_id)
         self.function = function
         self.readers = readers
+        self.hmac_secret: secretsmanager.Secret | None = None
+        self._sign(signers, local)
         self.retention_days = _whole(self, RETENTION_CONTEXT, DEFAULT_RETENTION_DAYS, 1,
                                      MAX_RETENTION_DAYS)
         keep = _whole(self, KEEP_CONTEXT, DEFAULT_KEEP_ENTRIES, 0, 10_000_000)
@@ -107,6 +123,7 @@ class AuditExport(Construct):
             if named:
                 self.bucket = s3.Bucket.from_bucket_name(self, "Bucket", named)
                 self._grant_bucket(self.bucket)
+                self._acknowledge_objects(f"arn:<AWS::Partition>:s3:::{named}/{OBJECT_PREFIX}*")
             return
         if named:
             raise ContextError(
@@ -132,6 +149,32 @@ class AuditExport(Construct):
                 cfn.add_property_override("VpcConfig.SecurityGroupIds", [
                     placement.security_group.security_group_id,
                     self.s3_security_group.security_group_id])
+
+    def _sign(self, signers: tuple[lambda_.Function, ...], local: bool) -> None:
+        key = str(self.node.try_get_context(HMAC_CONTEXT) or "").strip()
+        if local:
+            if key:
+                if len(key) < 64 or any(c not in "0123456789abcdef" for c in key.lower()):
+                    raise ContextError(f"context {HMAC_CONTEXT} must be at least 64 hex digits")
+                for fn in signers:
+                    fn.add_environment(HMAC_KEY_ENV, key)
+            return
+        if key:
+            raise ContextError(
+                f"context {HMAC_CONTEXT} writes the key into the template: it is for local "
+                "stacks (redisUrl); an AWS stack keeps it in a secret of its own")
+        self.hmac_secret = secretsmanager.Secret(
+            self, "HmacKey",
+            description="Cordum audit chains' HMAC key (hex)",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=64, exclude_punctuation=True, exclude_uppercase=True,
+                include_space=False, exclude_characters="ghijklmnopqrstuvwxyz"),
+        )
+        Validations.of(self.hmac_secret).acknowledge(
+            Acknowledgment(id="AwsSolutions-SMG4", reason=HMAC_ROTATION_REASON))
+        for fn in signers:
+            fn.add_environment(HMAC_SECRET_ENV, self.hmac_secret.secret_arn)
+            self.hmac_secret.grant_read(fn)
 
     def _locked_bucket(self) -> s3.Bucket:
         bucket = s3.Bucket(
@@ -163,14 +206,19 @@ class AuditExport(Construct):
         )
         stack = Stack.of(self)
         bucket_id = stack.resolve(stack.get_logical_id(bucket.node.default_child))  # type: ignore[arg-type]
+        self._acknowledge_objects(f"<{bucket_id}.Arn>/{OBJECT_PREFIX}*")
+        return bucket
+
+    def _acknowledge_objects(self, resource: str) -> None:
+        """cdk-nag's IAM5 on the grant of the objects under ``audit/`` (named by the
+        export as it goes, so unknown in advance), on every role that has it."""
         for fn in (self.function, *self.readers):
             role = fn.role
             assert role is not None
             Validations.of(role).acknowledge(
-                Acknowledgment(id=f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/audit/*]",
+                Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{resource}]",
                                reason=OBJECTS_REASON)
             )
-        return bucket
 
     def _grant_bucket(self, bucket: s3.IBucket) -> None:
         """The bucket's name in the function's environment, and put, get and list under

@@ -293,7 +293,8 @@ class CordumServerlessStack(Stack):
         # The audit bucket (Object Lock) and the audit tick's access to it.
         self.audit = AuditExport(
             self, "AuditExport", function=self.functions[AUDIT_TICK], placement=placement,
-            local=not settings.creates_cache, readers=(self.functions[GATEWAY],))
+            local=not settings.creates_cache, readers=(self.functions[GATEWAY],),
+            signers=tuple(self.functions.by_module.values()))
         if self.network is not None and self.audit.s3_security_group is not None:
             self.network.allow_aws_apis(self.audit.s3_security_group, images=True)
         # AWS with a certificate: the live event stream behind its load balancer.
