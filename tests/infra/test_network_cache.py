@@ -343,13 +343,15 @@ def test_every_function_is_told_the_secret_and_may_read_it(endpoints: dict[str, 
         assert env[AUTH_SECRET_ENV] == secret_ref, spec.module
         assert all("resolve:secretsmanager" not in json.dumps(v) for v in env.values())
         # And its role may read that secret; any other secret it reads is a NATS
-        # credential or (the gateway's) the API keys
+        # credential, the audit chains' HMAC key or (the gateway's) the API keys
         role = stack.functions[spec].role
         statements = _statements_of(tpl, {"Ref": _logical_id(stack, role)})
         reads = [s["Resource"] for s in statements
                  if "secretsmanager:GetSecretValue" in _actions(s)]
         assert secret_ref in reads, spec.module
-        others = [r for r in reads if r != secret_ref]
+        assert stack.audit.hmac_secret is not None
+        hmac_ref = {"Ref": _logical_id(stack, stack.audit.hmac_secret)}
+        others = [r for r in reads if r not in (secret_ref, hmac_ref)]
         assert all("nats" in json.dumps(r).lower() or
                    (spec.module == "gateway" and "api-keys" in json.dumps(r)) for r in others), \
             (spec.module, others)

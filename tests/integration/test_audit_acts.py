@@ -281,5 +281,19 @@ def test_a_policy_change_is_one_event_in_the_system_chain(unique, monkeypatch):
             assert [(e["type"], e["actor"], e["reason"]) for e in added] == \
                 [("policy.edit", "root-ops", "why not")]
             assert added[0]["extra"]["resource_id"] == f"secops/audit-{unique}"
+
+            status, published = papi.call("POST", "/api/v1/policy/publish",
+                                          {"message": "go"}, key=ROOT)
+            assert status == 200, published
+            status, rolled = papi.call("POST", "/api/v1/policy/rollback",
+                                       {"snapshot_id": published["snapshot_before"],
+                                        "message": "undo"}, key=ROOT)
+            assert status == 200, rolled
+            added = events(SYSTEM_TENANT)[before + 1:]
+            assert [(e["type"], e["actor"], e["reason"]) for e in added] == \
+                [("policy.publish", "root-ops", "go"), ("policy.rollback", "root-ops", "undo")]
+            assert added[0]["snapshot"] == {"before": published["snapshot_before"],
+                                            "after": published["snapshot_after"]}
+            assert added[1]["snapshot"]["after"] == published["snapshot_before"]
         finally:
             runtime.run(redis.delete(POLICY_DOC_KEY, SNAPSHOTS_KEY, AUDIT_KEY, PROPOSALS_KEY))
