@@ -11,15 +11,13 @@ from tests.infra.test_synth import (
     AWS_NATS,
     LOCAL_REDIS,
     NATS,
-    _context,
+    _built,
     _logical_id,
     _resources,
-    _stack,
     inputs,  # noqa: F401  (the module fixture: stand-in layer, handlers, config)
 )
 
 cdk = pytest.importorskip("aws_cdk")
-from aws_cdk.assertions import Template  # noqa: E402
 from cordum_infra.audit_export import (  # noqa: E402
     BUCKET_ENV,
     DEFAULT_RETENTION_DAYS,
@@ -31,10 +29,7 @@ from cordum_infra.settings import ContextError  # noqa: E402
 LOCAL_BUCKET = "cordum-audit-local"
 
 
-def _build(inputs: dict[str, Path], tmp: Path, **extra: str) -> dict[str, Any]:  # noqa: F811
-    _, stack = _stack(inputs, tmp, _context(inputs, **extra))
-    template = Template.from_stack(stack)
-    return {"template": template, "json": template.to_json(), "stack": stack}
+_build = _built
 
 
 @pytest.fixture(scope="module")

@@ -17,18 +17,16 @@ import pytest
 
 from tests.infra.test_synth import (
     AWS_NATS,
-    _context,
+    _built,
     _fn_id,
     _functions,
     _logical_id,
     _resources,
-    _stack,
     inputs,  # noqa: F401  (the module fixture: stand-in layer, handlers, config)
     local,  # noqa: F401  (the local stack fixture)
 )
 
 cdk = pytest.importorskip("aws_cdk")
-from aws_cdk.assertions import Template  # noqa: E402
 from cordum_infra.api import (  # noqa: E402
     API_KEYS_TTL_S,
     DEFAULT_THROTTLE_BURST,
@@ -51,10 +49,7 @@ OLD_FIXED_NAMES = {f"cordum-{spec.slug}" for spec in ALL_FUNCTIONS}
 """The names every stack used to give its functions (so two stacks collided)."""
 
 
-def _build(inputs: dict[str, Path], tmp: Path, **extra: str) -> dict[str, Any]:  # noqa: F811
-    _, stack = _stack(inputs, tmp, _context(inputs, **extra))
-    template = Template.from_stack(stack)
-    return {"template": template, "json": template.to_json(), "stack": stack}
+_build = _built
 
 
 @pytest.fixture(scope="module")

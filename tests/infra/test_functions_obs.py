@@ -17,18 +17,17 @@ import yaml
 
 from tests.infra.test_synth import (
     AWS_NATS,
-    _context,
+    _built,
     _fn_id,
     _functions,
     _logical_id,
     _resources,
-    _stack,
     inputs,  # noqa: F401  (the module fixture: stand-in layer, handlers, config)
     local,  # noqa: F401  (the local stack fixture)
 )
 
 cdk = pytest.importorskip("aws_cdk")
-from aws_cdk.assertions import Match, Template  # noqa: E402
+from aws_cdk.assertions import Match  # noqa: E402
 from cfnlint.api import ManualArgs, lint  # noqa: E402
 from cordum_infra.api import ACCESS_LOG_FIELDS, MAX_BODY_BYTES  # noqa: E402
 from cordum_infra.functions import (  # noqa: E402
@@ -53,10 +52,7 @@ CFN_LINT_CONFIG = Path(__file__).resolve().parents[2] / "infra" / "cdk" / ".cfnl
 TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:cordum-alarms"
 
 
-def _build(inputs: dict[str, Path], tmp: Path, **extra: str) -> dict[str, Any]:  # noqa: F811
-    _, stack = _stack(inputs, tmp, _context(inputs, **extra))
-    template = Template.from_stack(stack)
-    return {"template": template, "json": template.to_json(), "stack": stack}
+_build = _built
 
 
 @pytest.fixture(scope="module")

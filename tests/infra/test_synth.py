@@ -96,6 +96,13 @@ def _stack(
     return app, CordumServerlessStack(app, STACK_NAME, settings=settings)
 
 
+def _built(inputs: dict[str, Path], tmp: Path, **extra: str) -> dict[str, Any]:
+    """A stack of the context ``extra``: its template, the template's JSON and the stack."""
+    _, stack = _stack(inputs, tmp, _context(inputs, **extra))
+    template = Template.from_stack(stack)
+    return {"template": template, "json": template.to_json(), "stack": stack}
+
+
 @pytest.fixture(scope="module")
 def local(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Given a local deployment: redisUrl, natsUrl and literal API keys."""

@@ -48,6 +48,7 @@ MAX_PROPOSALS = 20
 
 _COMMIT_LUA = Path(__file__).parent / "lua" / "commit.lua"
 _PROPOSE_LUA = Path(__file__).parent / "lua" / "propose.lua"
+_UNCHANGED_LUA = Path(__file__).parent / "lua" / "unchanged.lua"
 
 
 class RedisPolicyProtocol(Protocol):
@@ -109,8 +110,9 @@ class PolicyStore:
         self._redis = redis
         self._keys = (doc_key, snapshots_key, audit_key)
         self._proposals_key = proposals_key
-        self._commit = redis.register_script(with_audit(_COMMIT_LUA.read_text()))
-        self._propose = redis.register_script(with_audit(_PROPOSE_LUA.read_text()))
+        unchanged = _UNCHANGED_LUA.read_text()
+        self._commit = redis.register_script(with_audit(unchanged + _COMMIT_LUA.read_text()))
+        self._propose = redis.register_script(with_audit(unchanged + _PROPOSE_LUA.read_text()))
 
     async def read(self) -> PolicyState:
         doc_key, snapshots_key, _ = self._keys

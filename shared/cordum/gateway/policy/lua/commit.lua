@@ -14,25 +14,8 @@
 --         takes after them (the script is loaded after audit_chain.lua)
 -- ARGV[8+M..] snapshots to push (JSON), oldest first
 -- Returns 1 when committed, 0 when the document or the newest snapshot changed since
--- the writer read them (nothing is written then).
-local function decoded(raw, name)
-  if not raw then return nil end
-  local ok, value = pcall(cjson.decode, raw)
-  if not ok or type(value) ~= 'table' then
-    error('policy: ' .. name .. ' is not a JSON object')
-  end
-  return value
-end
-
-local doc = decoded(redis.call('GET', KEYS[1]), 'document')
-local revision = 0
-if doc then revision = tonumber(doc.revision) or 0 end
-if revision ~= tonumber(ARGV[1]) then return 0 end
-
-local head = decoded(redis.call('LINDEX', KEYS[2], 0), 'snapshot')
-local head_id = ''
-if head then head_id = tostring(head.id or '') end
-if head_id ~= ARGV[2] then return 0 end
+-- the writer read them (nothing is written then). Runs after unchanged.lua.
+if not policy_unchanged(KEYS[1], KEYS[2], ARGV[1], ARGV[2]) then return 0 end
 
 local audited = tonumber(ARGV[7])
 if audited > 0 then

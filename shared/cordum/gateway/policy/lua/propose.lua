@@ -10,24 +10,9 @@
 --         are the system chain's stream and head and ARGV[9..8+M] what audit_append
 --         takes after them (the script is loaded after audit_chain.lua)
 -- ARGV[9+M..] ids of expired proposals, dropped first
--- Returns "ok", "conflict" (nothing written) or "full" (nothing written).
-local function decoded(raw, name)
-  if not raw then return nil end
-  local ok, value = pcall(cjson.decode, raw)
-  if not ok or type(value) ~= 'table' then
-    error('policy: ' .. name .. ' is not a JSON object')
-  end
-  return value
-end
-
-local doc = decoded(redis.call('GET', KEYS[1]), 'document')
-local revision = 0
-if doc then revision = tonumber(doc.revision) or 0 end
-if revision ~= tonumber(ARGV[1]) then return 'conflict' end
-local head = decoded(redis.call('LINDEX', KEYS[2], 0), 'snapshot')
-local head_id = ''
-if head then head_id = tostring(head.id or '') end
-if head_id ~= ARGV[2] then return 'conflict' end
+-- Returns "ok", "conflict" (nothing written) or "full" (nothing written). Runs after
+-- unchanged.lua.
+if not policy_unchanged(KEYS[1], KEYS[2], ARGV[1], ARGV[2]) then return 'conflict' end
 
 local audited = tonumber(ARGV[8])
 for i = 9 + audited, #ARGV do redis.call('HDEL', KEYS[4], ARGV[i]) end
