@@ -476,3 +476,31 @@ def test_a_trimmed_prefix_verifies_partial_from_a_seed(env):
 def test_an_empty_chain_verifies_ok(env):
     result = env.verify()
     assert (result.status, result.total_events, result.gaps) == ("ok", 0, ())
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def test_a_flood_is_sampled_per_chain_and_never_leaves_another_tenants_act_out(env):
+    from cordum.store.audit_trail import AuditTrail, governance
+
+    trail = AuditTrail(env.redis, KEY)
+    flooder, other = env.tenant, f"other-{env.unique}"
+
+    def limited(tenant: str, key: str):  # type: ignore[no-untyped-def]
+        return governance("auth.rate_limited", tenant, "p", key)
+
+    async def go() -> tuple[list[int], int, int]:
+        seqs = [await trail.record_sampled(limited(flooder, f"k{i}"), f"k{i}", most=5)
+                for i in range(7)]
+        again = await trail.record_sampled(limited(other, "k0"), "k0-other", most=5)
+        repeat = await trail.record_sampled(limited(other, "k0"), "k0-other", most=5)
+        return seqs, again, repeat
+
+    seqs, other_seq, repeat = env.run(go())
+    # Five distinct callers of the flooding tenant are recorded, the rest counted only.
+    assert seqs == [1, 2, 3, 4, 5, 0, 0]
+    # Another tenant's act is recorded all the same; the same caller again is not.
+    assert (other_seq, repeat) == (1, 0)
+    env.run(env.redis.delete(*env.run(env.redis.keys("audit:sample:auth.rate_limited:*"))))
+    env.run(env.redis.delete(f"audit:chain:{other}", f"audit:head:{other}"))

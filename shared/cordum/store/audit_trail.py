@@ -230,13 +230,16 @@ class AuditTrail:
                              window_s: int = SAMPLE_WINDOW_S,
                              most: int = SAMPLE_MOST) -> int:
         """Append ``event`` unless one of the same type and ``bucket`` was appended in
-        this window of ``window_s``, or ``most`` of its type were (in all buckets): the
-        bound on what a repeatable act (a failed authentication, a caller rate limited)
-        can cost the chain. The entry's seq, or 0 when left out. One round trip."""
+        this window of ``window_s``, or ``most`` of its type were to the same chain (in
+        all buckets): the bound on what a repeatable act (a failed authentication, a
+        caller rate limited) can cost a chain. The count is the chain's own, so one
+        tenant's flood never leaves another tenant's acts out. The entry's seq, or 0
+        when left out. One round trip."""
         window = now_us() // (window_s * 1_000_000)
         digest = hashlib.sha256(bucket.encode()).hexdigest()[:32]
+        chain = hashlib.sha256(event.tenant.encode()).hexdigest()[:16]
         keys = [f"{SAMPLE_PREFIX}{event.type}:{digest}:{window}",
-                f"{SAMPLE_PREFIX}{event.type}:count:{window}", *audit_keys(event.tenant)]
+                f"{SAMPLE_PREFIX}{event.type}:{chain}:count:{window}", *audit_keys(event.tenant)]
         args = self.chain.script_args(event)
         try:
             return int(await self._sampled(keys=keys, args=[window_s, most, len(args), *args]))

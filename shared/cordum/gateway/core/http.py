@@ -58,7 +58,7 @@ def principal(event: BaseProxyEvent) -> Principal:
     """The caller, authenticated (401), authorised for the tenant asked for (403) and
     within its key's rate limit (429). A refusal is an audit event (``auth.failed`` in
     the system chain, ``auth.rate_limited`` in the key's tenant's), sampled: at most
-    one per credential and minute, and 60 of each type a minute in all."""
+    one per credential and minute, and 60 of each type a minute in a chain."""
     hdrs = headers(event)
     try:
         who = deps.authenticator().authenticate(hdrs)

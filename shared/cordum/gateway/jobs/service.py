@@ -121,7 +121,8 @@ class JobService:
         verdict = decision.verdict
         if decision.outcome is SubmitOutcome.THROTTLE:
             # Nothing is stored: the event is the act's only record, sampled (one per key
-            # and topic a minute, 60 a minute in all) as a caller may repeat it at will.
+            # and topic a minute, 60 a minute in the tenant's chain), as a caller may
+            # repeat it at will.
             await self._record(self._submit_event("job.submit.throttled", principal, body,
                                                   job_id, verdict.reason, decision),
                                f"{principal.key_id}|{body.topic}")
