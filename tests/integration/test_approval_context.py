@@ -14,7 +14,7 @@ import pytest
 from google.protobuf import json_format
 
 from cordum import protocol, runtime
-from cordum.gateway.approvals import context as approval_context
+from cordum.gateway.approvals import context_reads
 from cordum.gateway.approvals.schemas import ApprovalContext
 from cordum.gateway.core.times import rfc3339_us
 from cordum.store.jobs import JobState, JobStore, NewJob
@@ -290,7 +290,7 @@ def test_prior_approvals_are_the_same_topic_submitter_and_tenant_newest_first(en
 
 
 def test_prior_approvals_look_back_a_bounded_number_of_jobs(env, monkeypatch):
-    monkeypatch.setattr(approval_context, "PRIOR_SCAN", 5)
+    monkeypatch.setattr(context_reads, "PRIOR_SCAN", 5)
     old = decided(env, "old", now_us() - 60_000_000)
     job_id = env.job("asking", meta=gated_meta())
     assert [p["job_id"] for p in env.document(job_id)["prior_approvals"]] == [old]
@@ -333,8 +333,8 @@ def test_a_long_input_is_cut_to_the_preview_bound(env):
     preview = run["input_preview"]
     assert (run["input_truncated"], run["input_size_bytes"]) == (True, size)
     assert payload.startswith(preview)
-    assert approval_context.INPUT_PREVIEW_BYTES - 1 <= len(preview.encode()) \
-        <= approval_context.INPUT_PREVIEW_BYTES
+    assert context_reads.INPUT_PREVIEW_BYTES - 1 <= len(preview.encode()) \
+        <= context_reads.INPUT_PREVIEW_BYTES
     assert doc["approval"]["job_input"] == preview  # not parsed: it is cut
 
     short = env.job("short", meta=gated_meta(), payload='{"prompt":"é"}')

@@ -20,8 +20,8 @@ from cordum.store.audit_export import (
     object_key,
     tenant_prefix,
     trim_tenant,
-    verify_exported,
 )
+from cordum.store.audit_export_verify import verify_exported
 from cordum.store.audit_trail import AuditTrail, exported_key, hold_key
 from cordum.store.audit_verify import verify_chain
 from tests.conftest import REDIS_URL

@@ -35,7 +35,7 @@ from cordum.approval import (
     job_hash,
     same_policy,
 )
-from cordum.gateway.approvals import context
+from cordum.gateway.approvals import context, context_reads
 from cordum.gateway.approvals.views import (
     APPROVAL_ITEM_FIELDS,
     approval_item,
@@ -164,24 +164,24 @@ class ApprovalService:
         answers; a missing job and another tenant's answer the same 404.
 
         Two pipelined round trips at most; every read is bounded, whatever the tenant
-        stores (the bounds: ``cordum.gateway.approvals.context``).
+        stores (the bounds: ``cordum.gateway.approvals.context_reads``).
         """
-        stored = await context.read_job(self._redis, who.tenant, job_id)
+        stored = await context_reads.read_job(self._redis, who.tenant, job_id)
         meta = stored.meta
         if not meta or meta.get("tenant", "") != who.tenant:
             raise NotFound("job not found")
         topic, principal = meta.get("topic", ""), meta.get("principal", "")
         gate_topic = topic in APPROVAL_GATE_TOPICS
         candidates = [member for _, member in stored.candidates] if principal else []
-        whole = gate_topic and stored.input_size > context.INPUT_PREVIEW_BYTES
-        metas, payload = await context.read_more(self._redis, job_id, candidates, whole)
+        whole = gate_topic and stored.input_size > context_reads.INPUT_PREVIEW_BYTES
+        metas, payload = await context_reads.read_more(self._redis, job_id, candidates, whole)
         withheld = context.input_withheld(meta, stored.output_decision)
         preview = context.InputPreview.of(stored.input_size, stored.input_head, withheld)
         gate = context.gate_document(topic, payload if whole else stored.input_head)
         return context.context_document(
-            job_id, stored, req=context.parse_request(stored.request), gate=gate,
+            job_id, stored, req=context_reads.parse_request(stored.request), gate=gate,
             preview=preview,
-            priors=context.prior_approvals(candidates, metas, who.tenant, topic, principal),
+            priors=context_reads.prior_approvals(candidates, metas, who.tenant, topic, principal),
             now=now_us())
 
     @staticmethod

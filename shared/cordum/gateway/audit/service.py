@@ -38,7 +38,7 @@ from cordum.text import as_text
 if TYPE_CHECKING:
     from cordum.gateway.audit.models import EventFilter
     from cordum.gateway.core.auth import Principal
-    from cordum.store.audit_export import ExportVerifyResult
+    from cordum.store.audit_export_verify import ExportVerifyResult
 
 SCAN_FACTOR = 4
 """Entries one XREVRANGE batch reads, per entry of the page asked for."""
@@ -188,7 +188,7 @@ class AuditService:
     async def _exported(self, tenant: str) -> ExportVerifyResult | None:
         """The check of the tenant's exported objects (``verify_exported``: in seq order,
         at most 10,000 objects), None when no bucket is configured."""
-        from cordum.store.audit_export import verify_exported
+        from cordum.store.audit_export_verify import verify_exported
 
         if not self._bucket:
             return None

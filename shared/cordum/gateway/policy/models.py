@@ -9,9 +9,9 @@ the service, which names the line and the rule of a mistake.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from cordum.gateway.core.models import no_default
 
@@ -32,6 +32,10 @@ def free_text(value: str) -> str:
     return value.strip().encode()[:FREE_TEXT_MAX_BYTES].decode(errors="ignore").strip()
 
 
+FreeText = Annotated[str, AfterValidator(free_text)]
+"""A free text field of a body: trimmed and cut to 512 bytes (:func:`free_text`)."""
+
+
 def _text(description: str) -> Any:
     return Field(default="", json_schema_extra=no_default, description=description)
 
@@ -39,14 +43,11 @@ def _text(description: str) -> Any:
 class _Noted(BaseModel):
     model_config = _OPEN
 
-    message: str = _text("Why; kept on the bundles and in the audit entry (cut to 512 bytes).")
-    note: str = _text("Note of the snapshots taken (cut to 512 bytes).")
-    author: str = _text("Ignored: the author is always the caller's key (its principal id).")
-
-    @field_validator("message", "note", "author")
-    @classmethod
-    def _cut(cls, value: str) -> str:
-        return free_text(value)
+    message: FreeText = _text("Why; kept on the bundles and in the audit entry (cut to 512 "
+                              "bytes).")
+    note: FreeText = _text("Note of the snapshots taken (cut to 512 bytes).")
+    author: FreeText = _text("Ignored: the author is always the caller's key (its principal "
+                             "id).")
 
 
 class BundleWrite(BaseModel):
@@ -60,8 +61,9 @@ class BundleWrite(BaseModel):
                                              "makes it a draft; without it a new bundle is "
                                              "a draft until published and a bundle in force "
                                              "stays in force with the new content.")
-    author: str = _text("Ignored: the author is always the caller's key (its principal id).")
-    message: str = _text("Why; cut to 512 bytes.")
+    author: FreeText = _text("Ignored: the author is always the caller's key (its principal "
+                             "id).")
+    message: FreeText = _text("Why; cut to 512 bytes.")
 
     @field_validator("content")
     @classmethod
@@ -72,23 +74,13 @@ class BundleWrite(BaseModel):
             raise ValueError(f"larger than {MAX_BUNDLE_BYTES} bytes")
         return value
 
-    @field_validator("author", "message")
-    @classmethod
-    def _cut(cls, value: str) -> str:
-        return free_text(value)
-
 
 class ProposalReject(BaseModel):
     """POST /api/v1/policy/proposals/{id}/reject."""
 
     model_config = _OPEN
 
-    reason: str = _text("Why; kept in the audit entry (cut to 512 bytes).")
-
-    @field_validator("reason")
-    @classmethod
-    def _cut(cls, value: str) -> str:
-        return free_text(value)
+    reason: FreeText = _text("Why; kept in the audit entry (cut to 512 bytes).")
 
 
 class SnapshotCreate(BaseModel):
@@ -96,12 +88,7 @@ class SnapshotCreate(BaseModel):
 
     model_config = _OPEN
 
-    note: str = _text("Cut to 512 bytes.")
-
-    @field_validator("note")
-    @classmethod
-    def _cut(cls, value: str) -> str:
-        return free_text(value)
+    note: FreeText = _text("Cut to 512 bytes.")
 
 
 class PublishRequest(_Noted):
