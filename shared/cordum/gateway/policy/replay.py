@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 from cordum.gateway.core.errors import InvalidRequest, NotFound
 from cordum.gateway.core.paging import Position, parse_cursor
 from cordum.gateway.core.times import rfc3339_us
+from cordum.gateway.policy.changes import VALIDATION_FAILED, BasePolicyUnavailable, validated
 from cordum.gateway.policy.history import READ_BATCH, TenantWindow, window_us
-from cordum.gateway.policy.service import VALIDATION_FAILED, BasePolicyUnavailable, validated
 from cordum.safety.bundles import Bundle, effective_policy, parse_bundles
 from cordum.safety.client import check_request
 from cordum.safety.fields import first_glob
@@ -42,9 +42,9 @@ from cordum.store.jobs import decode_labels
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from cordum.gateway.policy.changes import BaseFile
     from cordum.gateway.policy.history import Batch, StoredJob
     from cordum.gateway.policy.models import ReplayRequest
-    from cordum.gateway.policy.service import BaseFile
     from cordum.gateway.policy.store import PolicyStore
     from cordum.safety.policy import SafetyPolicy
     from cordum.store.reads import RedisReadProtocol

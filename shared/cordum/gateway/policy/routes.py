@@ -21,6 +21,7 @@ from cordum.gateway.core import deps
 from cordum.gateway.core.errors import InvalidRequest
 from cordum.gateway.core.http import json_body, json_response, query
 from cordum.gateway.policy import access
+from cordum.gateway.policy.changes import bundle_key
 from cordum.gateway.policy.kernel import GrpcPolicyKernel, Mode, PolicyQuestions
 from cordum.gateway.policy.models import (
     MAX_BODY_BYTES,
@@ -35,7 +36,7 @@ from cordum.gateway.policy.models import (
     SnapshotCreate,
 )
 from cordum.gateway.policy.proposals import PROPOSAL_FIELD
-from cordum.gateway.policy.service import PolicyService, bundle_key
+from cordum.gateway.policy.service import PolicyService
 from cordum.gateway.policy.store import MAX_AUDIT_ENTRIES, PolicyStore
 
 if TYPE_CHECKING:

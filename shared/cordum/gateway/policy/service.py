@@ -18,37 +18,42 @@ Decisions (docs/http-api.md, "Policy governance"):
 - Publish and rollback snapshot the bundles before and after; a snapshot of the same
   bundles as the newest one is that one (no second slot spent). A rollback finds its
   snapshot before it takes any, so the one it restores cannot be evicted on the way.
-- At most :data:`MAX_BUNDLES` bundles (409 beyond).
+- At most :data:`~cordum.gateway.policy.changes.MAX_BUNDLES` bundles (409 beyond); how a
+  change is worked out: :mod:`cordum.gateway.policy.changes`.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cordum.gateway.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable
+from cordum.gateway.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from cordum.gateway.policy import proposals, views
+from cordum.gateway.policy.changes import (
+    BaseFile,
+    BasePolicyUnavailable,
+    Change,
+    ChangePlanner,
+    checked_id,
+    validated,
+)
 from cordum.gateway.policy.kernel import check_request, wire_answer
 from cordum.gateway.policy.proposals import PROPOSAL_FIELD, ChangeRequest
 from cordum.gateway.policy.store import MAX_PROPOSALS, Commit
 from cordum.safety.bundles import (
     CONFIG_CHANGED_SUBJECT,
     Bundle,
-    BundleError,
     bundles_document,
-    effective_policy,
     parse_bundles,
-    validate_bundle,
 )
 from cordum.store.audit_trail import SYSTEM_TENANT, AuditTrail, governance
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
 
     from cordum.gateway.core.auth import Principal
     from cordum.gateway.policy.models import (
@@ -58,20 +63,11 @@ if TYPE_CHECKING:
         RollbackRequest,
     )
     from cordum.gateway.policy.store import PolicyState, PolicyStore
-    from cordum.safety.policy import SafetyPolicy
     from cordum.store.jobs import AuditParts
 
 log = logging.getLogger(__name__)
 
-MAX_BUNDLES = 100
-"""Bundles the policy may hold; a PUT of one more is 409."""
-MAX_BUNDLE_ID_CHARS = 128
-BUNDLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]*(/[A-Za-z0-9][A-Za-z0-9._:@-]*)*")
-"""Segments of letters, digits and ``._:@-`` joined by ``/`` (no empty or dot segment)."""
-RESERVED_IDS = ("snapshots",)
-"""``/policy/bundles/snapshots`` is the snapshots' path, not a bundle's."""
 RESOURCE_TYPE = "policy_bundle"
-VALIDATION_FAILED = "POLICY_VALIDATION_FAILED"
 VERSION_CONFLICT = "POLICY_VERSION_CONFLICT"
 PROPOSAL_STALE = "POLICY_PROPOSAL_STALE"
 
@@ -82,68 +78,6 @@ class ConfigNews(Protocol):
     async def publish_bytes(self, subject: str, data: bytes) -> None: ...
 
 
-BaseFile = Callable[[], tuple[bytes, str]]
-"""Reads safety.yaml: its bytes and a name for them (raises OSError when it cannot)."""
-
-
-class BasePolicyUnavailable(Unavailable):
-    part = "policy-file"
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"base policy unavailable: {reason}", "base_policy_unavailable")
-
-
-def bundle_key(raw: str) -> str:
-    """The bundle id a path names: ``~`` stands for ``/``."""
-    return raw.replace("~", "/")
-
-
-def checked_id(bundle_id: str) -> str:
-    """``bundle_id`` when a bundle may be stored under it; 400 otherwise."""
-    if (len(bundle_id) > MAX_BUNDLE_ID_CHARS or not BUNDLE_ID.fullmatch(bundle_id)
-            or bundle_id in RESERVED_IDS):
-        raise InvalidRequest(
-            f"invalid bundle id: at most {MAX_BUNDLE_ID_CHARS} characters, segments of "
-            "letters, digits and ._:@- joined by / (~ in a path), not 'snapshots'",
-            "invalid_bundle_id")
-    return bundle_id
-
-
-def validated(content: str) -> None:
-    """400 ``POLICY_VALIDATION_FAILED`` naming the line and the rule of the mistake."""
-    try:
-        validate_bundle(content)
-    except BundleError as exc:
-        raise InvalidRequest(f"invalid policy bundle: {exc}", VALIDATION_FAILED) from None
-
-
-@dataclass(frozen=True, slots=True)
-class _Change:
-    """What a change does: the bundles after it (None: unchanged), its audit facts and
-    the snapshots it takes."""
-
-    action: str
-    resource_id: str
-    bundles: dict[str, Bundle] | None
-    bundle_ids: tuple[str, ...] = ()
-    message: str = ""
-    snapshot_before: str = ""
-    snapshot_after: str = ""
-    snapshots: tuple[dict[str, Any], ...] = ()
-    proposal_id: str = ""
-    confirmed_by: str = ""
-    """Who confirmed a proposed change (two people); the actor is its author."""
-    confirmer_key: str = ""
-
-
-def _snapshot_fields(change: _Change, now: str, who: Principal, note: str,
-                     bundle_ids: Sequence[str]) -> dict[str, Any]:
-    """The snapshot in force after a publish or rollback, under the names cordum-sdk
-    reads its answer with (a ``PolicySnapshot``): ``id`` is ``snapshot_after``."""
-    return {"id": change.snapshot_after, "created_at": now, "author": who.principal_id,
-            "note": note, "bundle_ids": list(bundle_ids)}
-
-
 class PolicyService:
     def __init__(self, store: PolicyStore, news: ConfigNews, base_file: BaseFile,
                  clock: Callable[[], float] = time.time, *, two_person: bool = False,
@@ -152,7 +86,7 @@ class PolicyService:
         self._audit = audit
         self._two_person = two_person
         self._news = news
-        self._base_file = base_file
+        self._planner = ChangePlanner(base_file)
         self._clock = clock
 
     # -- reads ----------------------------------------------------------------------
@@ -214,10 +148,18 @@ class PolicyService:
             raise InvalidRequest("no policy bundles to snapshot", "no_policy_bundles")
         now = self._now()
         snap = views.snapshot(raw, now, note, who.principal_id)
-        await self._commit(who, state, now, _Change(
+        await self._commit(who, state, now, Change(
             "snapshot", snap["id"], None, tuple(raw), note, snapshot_after=snap["id"],
             snapshots=(snap,)))
         return snap
+
+    async def _plan(self, who: Principal, state: PolicyState, request: ChangeRequest,
+                    now: str) -> tuple[Change, dict[str, Any]]:
+        """:meth:`ChangePlanner.plan`, a rollback's snapshot found first (the snapshots
+        the change takes may evict it)."""
+        target = await self.snapshot(request.snapshot_id) if request.action == "rollback" \
+            else None
+        return self._planner.plan(who, state, request, now, target)
 
     async def _change(self, who: Principal, request: ChangeRequest) -> dict[str, Any]:
         """Work ``request`` out against the policy as it is, then commit it; or, with two
@@ -231,72 +173,6 @@ class PolicyService:
             return await self._propose(who, state, request, change, now)
         await self._commit(who, state, now, change)
         return answer
-
-    async def _plan(self, who: Principal, state: PolicyState, request: ChangeRequest,
-                    now: str) -> tuple[_Change, dict[str, Any]]:
-        """What ``request`` by ``who`` does to the policy ``state``: the change and the
-        answer. Reads nothing but a rollback's snapshot; writes nothing."""
-        bundles = parse_bundles(state.document)
-        if request.action == "edit":
-            return self._plan_edit(who, bundles, request, now)
-        if request.action == "delete":
-            if bundles.pop(request.bundle_id, None) is None:
-                raise NotFound("bundle not found")
-            return _Change("delete", request.bundle_id, bundles, (request.bundle_id,)), {}
-        if request.action == "publish":
-            return self._plan_publish(who, state, bundles, request, now)
-        if request.action == "rollback":
-            # The target is found first: the snapshots taken below may evict it.
-            target = await self.snapshot(request.snapshot_id)
-            after = parse_bundles({"data": {"bundles": target.get("bundles") or {}}})
-            self._check_combined(after, sorted(after))
-            change = self._snapshotted("rollback", request.snapshot_id, state, bundles,
-                                       after, now, request.note, who)
-            change = replace(change, bundle_ids=tuple(sorted(after)), message=request.message)
-            return change, {"snapshot_before": change.snapshot_before,
-                            "snapshot_after": change.snapshot_after,
-                            "rollback_to": request.snapshot_id,
-                            **_snapshot_fields(change, now, who, request.note, sorted(after))}
-        raise InvalidRequest(f"unknown policy change {request.action!r}")
-
-    def _plan_edit(self, who: Principal, bundles: dict[str, Bundle], request: ChangeRequest,
-                   now: str) -> tuple[_Change, dict[str, Any]]:
-        bundle_id = request.bundle_id
-        if bundle_id not in bundles and len(bundles) >= MAX_BUNDLES:
-            raise Conflict(f"too many policy bundles (at most {MAX_BUNDLES})",
-                           "too_many_policy_bundles")
-        before = bundles.get(bundle_id)
-        enabled = request.enabled if request.enabled is not None else \
-            bool(before and before.enabled)
-        bundles[bundle_id] = Bundle(bundle_id, request.content, enabled=enabled,
-                                    author=who.principal_id, message=request.message,
-                                    created_at=before.created_at if before else now,
-                                    updated_at=now)
-        if enabled:
-            self._check_combined(bundles, ())  # the content was validated before
-        return (_Change("edit", bundle_id, bundles, (bundle_id,), request.message),
-                {"id": bundle_id, "updated_at": now, "enabled": enabled})
-
-    def _plan_publish(self, who: Principal, state: PolicyState, bundles: dict[str, Bundle],
-                      request: ChangeRequest, now: str) -> tuple[_Change, dict[str, Any]]:
-        targets = list(request.bundle_ids) or sorted(bundles)
-        if not targets:
-            raise InvalidRequest("no policy bundles to publish", "no_policy_bundles")
-        missing = [bid for bid in targets if bid not in bundles]
-        if missing:
-            named = ", ".join(bid[:MAX_BUNDLE_ID_CHARS] for bid in missing[:5])
-            raise NotFound(f"bundle not found: {named}", "bundle_not_found")
-        after = dict(bundles)
-        for bid in targets:
-            after[bid] = replace(after[bid], enabled=True, updated_at=now,
-                                 author=who.principal_id,
-                                 message=request.message or after[bid].message)
-        self._check_combined(after, targets)
-        change = self._snapshotted("publish", "", state, bundles, after, now, request.note, who)
-        change = replace(change, bundle_ids=tuple(targets), message=request.message)
-        return change, {"snapshot_before": change.snapshot_before,
-                        "snapshot_after": change.snapshot_after, "published": targets,
-                        **_snapshot_fields(change, now, who, request.note, sorted(after))}
 
     # -- two people for a change ------------------------------------------------------
 
@@ -345,7 +221,7 @@ class PolicyService:
         """Drop a proposed change (its author may withdraw it); audited."""
         proposal = await self._pending(proposal_id)
         state = await self._store.read()
-        await self._commit(who, state, self._now(), _Change(
+        await self._commit(who, state, self._now(), Change(
             "reject_proposal", proposal_id, None, tuple(proposal.get("bundle_ids") or ()),
             reason, proposal_id=proposal_id))
         await self._store.drop_proposals(proposal_id)
@@ -358,13 +234,13 @@ class PolicyService:
         return found
 
     async def _propose(self, who: Principal, state: PolicyState, request: ChangeRequest,
-                       change: _Change, now: str) -> dict[str, Any]:
+                       change: Change, now: str) -> dict[str, Any]:
         kept = await self._store.proposals()
         expired = [pid for pid, p in kept.items() if proposals.expired(p, self._clock())]
         assert change.bundles is not None  # _change proposes only a change of the bundles
         proposal = proposals.new(who, state, request, change.bundles, change.bundle_ids, now,
                                  self._clock())
-        entry = self._audit_entry(who, now, state.revision, _Change(
+        entry = self._audit_entry(who, now, state.revision, Change(
             "propose", proposal["id"], None, tuple(proposal["bundle_ids"]), request.message,
             proposal_id=proposal["id"]))
         entry["proposed_action"] = request.action
@@ -395,7 +271,7 @@ class PolicyService:
         content = body.content if body.content is not None else current.content  # type: ignore[union-attr]
         validated(content)
         bundles[bundle_id] = Bundle(bundle_id, content, enabled=True)
-        policy = self._policy(bundles)
+        policy = self._planner.policy(bundles)
         if policy is None:
             raise BasePolicyUnavailable("the base policy file cannot be read")
         decision = policy.evaluate(policy_input(request), dry_run=True)
@@ -406,64 +282,8 @@ class PolicyService:
     def _now(self) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock()))
 
-    def _policy(self, bundles: Mapping[str, Bundle]) -> SafetyPolicy | None:
-        """The policy ``bundles`` make over the base file; None when the base cannot be
-        read; 400 when they cannot be combined with it."""
-        from cordum.safety.policy_file import PolicyError
-
-        try:
-            data, source = self._base_file()
-        except OSError as exc:
-            log.error("policy: base file not read: %s", exc)
-            return None
-        try:
-            return effective_policy(data, source, bundles)
-        except PolicyError as exc:
-            log.error("policy: base file %s is not a policy: %s", source, exc)
-            return None
-        except ValueError as exc:  # the bundles merged do not make a valid document
-            raise InvalidRequest(f"policy bundles do not combine: {exc}",
-                                 VALIDATION_FAILED) from None
-
-    def _check_combined(self, bundles: Mapping[str, Bundle], touched: Sequence[str]) -> None:
-        """400 when a ``touched`` bundle put in force is not valid, or the bundles in
-        force would not combine into a policy. Other bundles are not judged again: the
-        kernel skips a broken one, and it must not block every other change."""
-        for bundle in (bundles[bid] for bid in touched):
-            if bundle.enabled:
-                try:
-                    validate_bundle(bundle.content)
-                except BundleError as exc:
-                    raise InvalidRequest(f"invalid policy bundle {bundle.id}: {exc}",
-                                         VALIDATION_FAILED) from None
-        self._policy(bundles)
-
-    def _snapshotted(self, action: str, resource_id: str, state: PolicyState,
-                     before: Mapping[str, Bundle], after: dict[str, Bundle], now: str,
-                     note: str, who: Principal) -> _Change:
-        """A change of the bundles from ``before`` to ``after`` with a snapshot of each
-        (the newest snapshot when it holds the same bundles; none of no bundles)."""
-        taken: list[dict[str, Any]] = []
-        newest = state.newest_snapshot
-
-        def snap(bundles: Mapping[str, Bundle]) -> str:
-            nonlocal newest
-            raw = views.raw_bundles(bundles)
-            if not raw:
-                return ""
-            if views.same_bundles(newest, raw):
-                return str(newest["id"])  # type: ignore[index]
-            newest = views.snapshot(raw, now, note, who.principal_id)
-            taken.append(newest)
-            return str(newest["id"])
-
-        first = snap(before)
-        second = snap(after)
-        return _Change(action, resource_id, after, snapshot_before=first,
-                       snapshot_after=second, snapshots=tuple(taken))
-
     async def _commit(self, who: Principal, state: PolicyState, now: str,
-                      change: _Change) -> None:
+                      change: Change) -> None:
         document = None
         revision = state.revision
         if change.bundles is not None:
@@ -500,7 +320,7 @@ class PolicyService:
         return self._audit.script_parts(event)
 
     @staticmethod
-    def _audit_entry(who: Principal, now: str, revision: int, change: _Change
+    def _audit_entry(who: Principal, now: str, revision: int, change: Change
                      ) -> dict[str, Any]:
         entry = {"id": f"{now}-{uuid.uuid4().hex[:12]}", "action": change.action,
                  "resource_type": RESOURCE_TYPE, "resource_id": change.resource_id,
