@@ -32,6 +32,7 @@ sys.path[:0] = [str(ROOT / "localstack"), str(ROOT / "infra" / "cdk"), str(ROOT 
 
 import launcher  # noqa: E402  (localstack/launcher.py)
 import process_status  # noqa: E402  (localstack/process_status.py)
+from audit_bucket import AUDIT_BUCKET, ensure_audit_bucket  # noqa: E402  (localstack/audit_bucket.py)
 from processes import tail  # noqa: E402  (localstack/processes.py)
 from services import (  # noqa: E402  (localstack/services.py)
     LOGS,
@@ -65,9 +66,7 @@ PLATFORM_PRINCIPAL = "local-policy-owner"
 """A second admin: approving a job takes another identity than the one that submitted it."""
 OTHER_TENANT = "tenant-b"
 """The tenant of CORDUM_OTHER_TENANT_KEY, a user key that must never see ``default``'s work."""
-AUDIT_BUCKET = "cordum-audit-local"
-"""The emulator's audit bucket (docs/audit.md, "Export and retention"): created by ``up``,
-named to the stack by context ``auditBucket`` (an AWS stack creates its own)."""
+
 
 
 # ---------------------------------------------------------------- env file
@@ -198,35 +197,6 @@ def demo(values: dict[str, str], timeout: float = 90.0) -> str:
                 return state
         time.sleep(0.5)
     fail(f"demo job {job_id} not terminal after {timeout:.0f}s (last state {state or '?'})")
-
-
-# ---------------------------------------------------------------- audit bucket
-
-
-def ensure_audit_bucket(localstack_url: str, redis_url: str) -> str:
-    """The emulator's audit bucket, created (Object Lock on, as on AWS) unless it exists.
-
-    The emulator keeps nothing across restarts while Redis does: a bucket created anew
-    holds no export, so the export marks in Redis are dropped with it and the chains are
-    exported again from their first entry (docs/local-stack.md)."""
-    import boto3
-    import redis
-
-    s3 = boto3.client("s3", endpoint_url=localstack_url, region_name="us-east-1",
-                      aws_access_key_id="test", aws_secret_access_key="test")
-    try:
-        s3.head_bucket(Bucket=AUDIT_BUCKET)
-    except Exception:
-        s3.create_bucket(Bucket=AUDIT_BUCKET, ObjectLockEnabledForBucket=True)
-        client = redis.Redis.from_url(redis_url)
-        try:
-            stale = [key for pattern in ("audit:exported:*", "audit:exporting:*")
-                     for key in client.scan_iter(match=pattern, count=1000)]
-            if stale:
-                client.delete(*stale)
-        finally:
-            client.close()
-    return AUDIT_BUCKET
 
 
 # ---------------------------------------------------------------- commands

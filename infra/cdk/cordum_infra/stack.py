@@ -6,6 +6,11 @@ gateway / submit / result -> workflow queues -> workflow function; EventBridge -
 reconciler / replayer / workflow ticks. AWS with streamCertificateArn: clients ->
 internet-facing load balancer -> the live event stream (cordum_infra.stream), which
 reads NATS and Redis. Browsers -> CloudFront (cordum_infra.web_console) -> bucket, API, stream.
+
+One piece on purpose: every construct lives in a module of its own, and this file only
+makes them in the order they depend on each other and hands each the others' outputs
+(functions to queues, ticks, the API, the audit bucket); split, that order would be
+spread over files that must be read together anyway.
 """
 
 from __future__ import annotations
