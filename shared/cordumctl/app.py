@@ -17,13 +17,18 @@ from typer.core import TyperGroup
 
 from cordumctl.commands import (
     approvals,
+    artifacts,
     audit,
+    config,
     dlq,
     events,
     jobs,
+    locks,
     policy,
     runs,
+    schemas,
     system,
+    traces,
     workflows,
 )
 from cordumctl.errors import CliError, ExitCode
@@ -148,6 +153,11 @@ app.add_typer(runs.app, name="runs")
 app.command("events")(events.events)
 app.add_typer(policy.app, name="policy")
 app.add_typer(audit.app, name="audit")
+app.add_typer(traces.app, name="traces")
+app.add_typer(artifacts.app, name="artifacts")
+app.add_typer(config.app, name="config")
+app.add_typer(schemas.app, name="schemas")
+app.add_typer(locks.app, name="locks")
 
 
 @app.callback()

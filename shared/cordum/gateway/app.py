@@ -32,7 +32,9 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from pydantic import ValidationError
 
 from cordum.gateway.approvals import routes as approvals
+from cordum.gateway.artifacts import routes as artifacts
 from cordum.gateway.audit import routes as audit
+from cordum.gateway.configs import routes as configs
 from cordum.gateway.core.errors import (
     GatewayError,
     InvalidRequest,
@@ -50,8 +52,11 @@ from cordum.gateway.docs import contract
 from cordum.gateway.docs import routes as docs
 from cordum.gateway.events import routes as events
 from cordum.gateway.jobs import routes as jobs
+from cordum.gateway.locks import routes as locks
 from cordum.gateway.policy import routes as policy
+from cordum.gateway.schema_registry import routes as schema_registry
 from cordum.gateway.system import routes as system
+from cordum.gateway.traces import routes as traces
 from cordum.gateway.workflows import routes as workflows
 from cordum.metrics import METRICS
 from cordum.store.errors import LockUnavailable, StoreError
@@ -67,7 +72,8 @@ WORKFLOW_RETRY_AFTER_S = 1
 """Retry-After of a workflow refusal that may pass when sent again."""
 
 FEATURES: tuple[Feature, ...] = (jobs, approvals, dlq, system, workflows, events, policy,
-                                  audit, docs)
+                                  audit, traces, artifacts, configs, schema_registry, locks,
+                                  docs)
 """Every feature's routes module, in the order the OpenAPI document lists them."""
 
 app = APIGatewayRestResolver()

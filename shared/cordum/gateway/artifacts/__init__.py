@@ -1,0 +1,1 @@
+"""Artifacts and memory pointers."""

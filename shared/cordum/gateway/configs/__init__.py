@@ -1,0 +1,1 @@
+"""The config service: documents per scope and the effective config."""

@@ -1,0 +1,1 @@
+"""Named locks for agents that share a resource (/api/v1/locks)."""

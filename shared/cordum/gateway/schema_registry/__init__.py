@@ -1,0 +1,1 @@
+"""The schema registry and the topics that name an input schema."""

@@ -1,0 +1,1 @@
+"""Every job of one trace: GET /api/v1/traces/{id}."""
