@@ -4,4 +4,5 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(help="Config documents per scope, and the effective config.", no_args_is_help=True)
+app = typer.Typer(help="Config documents per scope, and the effective config.",
+                  no_args_is_help=True)
