@@ -24,14 +24,10 @@ The SDK puts a bundle id in the path as given: ``/`` must be written ``~``.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from cordum_sdk import CordumClient
@@ -63,7 +59,6 @@ from cordum_sdk._generated.types import UNSET
 from cordum_sdk._retry import RetryPolicy
 from cordum_sdk.errors import NotFoundError
 
-from cordum.gateway import app as gateway
 from tests import helpers
 from tests.integration.test_gateway_policy import (
     DENY_BUNDLE,
@@ -73,6 +68,7 @@ from tests.integration.test_gateway_policy import (
     Api,
     forget_policy,
 )
+from tests.sdk_loopback import loopback_gateway
 
 THROTTLE_BUNDLE = """\
 rules:
@@ -83,52 +79,6 @@ rules:
     reason: slow down
 """
 SNAPSHOT_ID = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ-[0-9a-f]{10}$")
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """One HTTP request as the gateway function's event, its answer written back."""
-
-    def _serve(self) -> None:
-        url = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length).decode() if length else None
-        query = dict(parse_qsl(url.query, keep_blank_values=True)) or None
-        event = helpers.event(self.command, url.path, body, content_type=None,
-                              headers=dict(self.headers.items()), query=query)
-        resp = gateway.handle(event, None)
-        content = (resp.get("body") or "").encode()
-        headers = {**(resp.get("headers") or {}),
-                   **{k: v[-1] for k, v in (resp.get("multiValueHeaders") or {}).items()}}
-        self.send_response(resp["statusCode"])
-        for name, value in headers.items():
-            if name.lower() != "content-length":
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(content)))
-        self.end_headers()
-        self.wfile.write(content)
-
-    do_GET = do_PUT = do_POST = do_DELETE = _serve  # noqa: N815 (http.server's names)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@contextmanager
-def loopback_gateway() -> Iterator[str]:
-    """The gateway function behind an HTTP server on a free loopback port; its base URL.
-
-    One request at a time (not a threading server): the gateway drives the process's one
-    event loop per request while the test waits on the answer, so the loop is never
-    driven from two threads at once."""
-    server = HTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 @dataclass
