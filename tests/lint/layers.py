@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cordum.gateway.jobs", "cordum.gateway.approvals", "cordum.gateway.dlq",
      "cordum.gateway.workflows", "cordum.gateway.system", "cordum.gateway.docs",
      "cordum.gateway.events", "cordum.gateway.policy", "cordum.gateway.audit",
-     "cordum.gateway.traces", "cordum.gateway.artifacts", "cordum.gateway.configs",
+     "cordum.gateway.artifacts", "cordum.gateway.configs",
      "cordum.gateway.schema_registry", "cordum.gateway.locks", "cordum.worker"),
     ("cordum.gateway.core",),
     ("cordum.workflow", "cordum.scheduler"),

@@ -56,7 +56,6 @@ from cordum.gateway.locks import routes as locks
 from cordum.gateway.policy import routes as policy
 from cordum.gateway.schema_registry import routes as schema_registry
 from cordum.gateway.system import routes as system
-from cordum.gateway.traces import routes as traces
 from cordum.gateway.workflows import routes as workflows
 from cordum.metrics import METRICS
 from cordum.store.errors import LockUnavailable, StoreError
@@ -72,7 +71,7 @@ WORKFLOW_RETRY_AFTER_S = 1
 """Retry-After of a workflow refusal that may pass when sent again."""
 
 FEATURES: tuple[Feature, ...] = (jobs, approvals, dlq, system, workflows, events, policy,
-                                  audit, traces, artifacts, configs, schema_registry, locks,
+                                  audit, artifacts, configs, schema_registry, locks,
                                   docs)
 """Every feature's routes module, in the order the OpenAPI document lists them."""
 

@@ -1,1 +1,0 @@
-"""Every job of one trace: GET /api/v1/traces/{id}."""

@@ -1,9 +1,0 @@
-"""The traces operations of the gateway's OpenAPI document."""
-
-from __future__ import annotations
-
-from cordum.gateway.core.openapi import ApiPart
-
-TAG = "Traces"
-
-PART = ApiPart(operations=(), tags=())
