@@ -28,6 +28,8 @@ from cordum.gateway.core.times import parse_time_us
 from cordum.labels import has_control_chars
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
 
@@ -59,14 +61,24 @@ def principal(event: BaseProxyEvent) -> Principal:
     within its key's rate limit (429). A refusal is an audit event (``auth.failed`` in
     the system chain, ``auth.rate_limited`` in the key's tenant's), sampled: at most
     one per credential and minute, and 60 of each type a minute in a chain."""
+    return principal_reading(event, None)[0]
+
+
+def principal_reading(event: BaseProxyEvent,
+                      keys_for: Callable[[Principal], Sequence[str]] | None,
+                      ) -> tuple[Principal, list[Any] | None]:
+    """:func:`principal`, and the values of the keys ``keys_for(caller)`` names, read in
+    the rate limiter's round trip; None when that round trip did not read them (limiting
+    off, or Redis slow: the caller then reads them itself)."""
     hdrs = headers(event)
     try:
         who = deps.authenticator().authenticate(hdrs)
     except (Unauthorized, Forbidden) as exc:
         _audit_refusal(event, hdrs, exc)
         raise
+    reads = keys_for(who) if keys_for is not None else ()
     try:
-        return ratelimit.admit(who, hdrs)
+        return who, ratelimit.check(ratelimit.key_id(who, hdrs), reads)
     except Throttled:
         _audit_throttled(event, who)
         raise

@@ -13,7 +13,9 @@ the part of it still inside the sliding window (the usual two-counter estimate):
 Each request is one pipeline (INCR and PEXPIRE of the current counter, GET of
 the previous one: ``cordum.store.ratelimit``): one round trip, no script.
 Refused requests are counted too, so a client that ignores Retry-After stays
-refused.
+refused. A route that must read a few keys before it acts anyway (a submit: its
+tenant's config documents, its topic's registration) names them, and the pipeline
+reads them too (:func:`check`): no round trip of their own while limiting is on.
 
 Counters are keyed by a SHA-256 of the credential, never the credential itself.
 When Redis cannot be reached the request goes through and a warning is logged:
@@ -33,7 +35,7 @@ import os
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cordum.config import ConfigError
 from cordum.gateway.core.errors import Throttled
@@ -41,7 +43,7 @@ from cordum.store.errors import StoreError
 from cordum.store.ratelimit import RateCounters
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from cordum.gateway.core.auth import Principal
     from cordum.store.ratelimit import RedisPipelineProtocol
@@ -87,6 +89,9 @@ class RateDecision:
     allowed: bool
     retry_after_s: int = 0
     """Whole seconds until the estimate is back under the limit (refusals only)."""
+    read: list[Any] | None = None
+    """The values of the keys :meth:`RateLimiter.admit` was asked to read, in order;
+    None when they were not read (limiting off, Redis slow or out of reach)."""
 
 
 class RateLimiter:
@@ -96,8 +101,9 @@ class RateLimiter:
         self.policy = policy
         self._clock = clock
 
-    async def admit(self, key_id: str) -> RateDecision:
-        """Count one request of ``key_id`` and say whether it may go on."""
+    async def admit(self, key_id: str, reads: Sequence[str] = ()) -> RateDecision:
+        """Count one request of ``key_id`` and say whether it may go on; read ``reads``
+        in the same round trip."""
         p = self.policy
         if not p.enabled:
             return RateDecision(True)
@@ -107,12 +113,13 @@ class RateLimiter:
         elapsed = (now - index * window) / window
         try:
             async with asyncio.timeout(p.op_timeout_s):
-                current, previous = await self._counters.count(key_id, index, window)
+                current, previous, read = await self._counters.count(key_id, index, window,
+                                                                     reads)
         except (StoreError, TimeoutError) as exc:  # connection, timeout, READONLY: let it in
             _warn_unreachable(exc)
             return RateDecision(True)
         if previous * (1 - elapsed) + current <= p.burst:
-            return RateDecision(True)
+            return RateDecision(True, read=read if reads else None)
         return RateDecision(False, _retry_after(previous, current, elapsed, window, p.burst))
 
 
@@ -178,15 +185,18 @@ def rate_limited(retry_after_s: int) -> Throttled:
     return Throttled("rate limited", "rate_limited", retry_after_s)
 
 
-def check(principal_key_id: str) -> None:
-    """Count a request of an authenticated key; 429 with Retry-After over the limit."""
+def check(principal_key_id: str, reads: Sequence[str] = ()) -> list[Any] | None:
+    """Count a request of an authenticated key; 429 with Retry-After over the limit.
+    The values of ``reads`` when the count's round trip read them, else None (the
+    caller reads them itself)."""
     from cordum import runtime
     from cordum.gateway.core import deps
 
     limiter = RateLimiter(deps.redis(), policy_from_env())
-    decision = runtime.run(limiter.admit(principal_key_id))
+    decision = runtime.run(limiter.admit(principal_key_id, reads))
     if not decision.allowed:
         raise rate_limited(decision.retry_after_s)
+    return decision.read
 
 
 def admit(who: Principal, headers: Mapping[str, str]) -> Principal:
