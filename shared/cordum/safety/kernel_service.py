@@ -9,6 +9,9 @@ safety.yaml merged with the policy bundles (:mod:`cordum.safety.live_policy`).
 - ``ListSnapshots``: snapshots in force in this process (``<file>|cfg:<bundles>``
   once bundles are enabled), the current one first.
 
+Every decision is then restricted by the request's ``effective_config`` (its
+``safety.denied_topics`` / ``allowed_topics``): :mod:`cordum.safety.effective_config`.
+
 Simulate and Explain answer from the loaded policy, or from a candidate policy sent
 as the YAML text of binary metadata ``cordum-policy-bin`` (see
 :func:`candidate_metadata`). A candidate is parsed for that one call and never
@@ -31,6 +34,7 @@ import grpc
 from cordum import protocol  # noqa: F401  (makes cordum.agent.v1 importable)
 from cordum.agent.v1 import safety_pb2, safety_pb2_grpc
 from cordum.safety.decision_cache import DecisionCache, cache_max_from_env, cache_ttl_from_env
+from cordum.safety.effective_config import EFFECTIVE_CONFIG_RULE, restriction
 from cordum.safety.matching import PolicyInput
 from cordum.safety.policy_document import DecisionKind
 from cordum.safety.policy_file import PolicyError, parse_policy
@@ -109,6 +113,18 @@ def _constraints(c: Constraints) -> Any:
     )
 
 
+def restricted(request: Any, response: Any) -> Any:
+    """``response``, or a deny by the request's effective config when that config
+    restricts the topic (:mod:`cordum.safety.effective_config`). A new message: a
+    cached answer is never changed."""
+    reason = restriction(request.effective_config, request.topic.strip())
+    if reason is None:
+        return response
+    return safety_pb2.PolicyCheckResponse(
+        decision=safety_pb2.DECISION_TYPE_DENY, reason=reason, rule_id=EFFECTIVE_CONFIG_RULE,
+        policy_snapshot=response.policy_snapshot)
+
+
 def candidate_metadata(policy_text: str | bytes) -> tuple[tuple[str, bytes]]:
     """gRPC metadata asking Simulate / Explain to answer from ``policy_text``."""
     data = policy_text.encode() if isinstance(policy_text, str) else policy_text
@@ -146,7 +162,11 @@ class PolicyKernel(safety_pb2_grpc.SafetyKernelServicer):
         self.cache = DecisionCache(ttl, cache_max_from_env()) if ttl > 0 else None
 
     def decide(self, request: Any) -> Any:
-        """Check/Evaluate: the decision, counting velocity, through the cache."""
+        """Check/Evaluate: the decision, counting velocity, through the cache, then
+        restricted by the request's effective config (never cached with it)."""
+        return restricted(request, self._policy_decision(request))
+
+    def _policy_decision(self, request: Any) -> Any:
         current = self.policy.refresh()
         req = policy_input(request)
         key = ""
@@ -175,12 +195,12 @@ class PolicyKernel(safety_pb2_grpc.SafetyKernelServicer):
         req = policy_input(request)
         decision = self._policy_for(context).evaluate(req, velocity=self.velocity,
                                                       dry_run=True)
-        return to_response(decision, req.job_id)
+        return restricted(request, to_response(decision, req.job_id))
 
     def Explain(self, request, context):  # noqa: N802
         req = policy_input(request)
         decision = self._policy_for(context).explain(req, velocity=self.velocity)
-        return to_response(decision, req.job_id)
+        return restricted(request, to_response(decision, req.job_id))
 
     def ListSnapshots(self, request, context):  # noqa: N802
         self.policy.refresh()
