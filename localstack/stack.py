@@ -32,6 +32,7 @@ sys.path[:0] = [str(ROOT / "localstack"), str(ROOT / "infra" / "cdk"), str(ROOT 
 
 import launcher  # noqa: E402  (localstack/launcher.py)
 import process_status  # noqa: E402  (localstack/process_status.py)
+from artifact_bucket import ARTIFACT_BUCKET, ensure_artifact_bucket  # noqa: E402  (localstack/artifact_bucket.py)
 from audit_bucket import AUDIT_BUCKET, ensure_audit_bucket  # noqa: E402  (localstack/audit_bucket.py)
 from processes import tail  # noqa: E402  (localstack/processes.py)
 from services import (  # noqa: E402  (localstack/services.py)
@@ -230,6 +231,7 @@ def up(run_demo: bool = True) -> dict[str, str]:
     build_dashboard()
 
     step(f"audit bucket {ensure_audit_bucket(values['LOCALSTACK_URL'], values['REDIS_URL'])}")
+    step(f"artifacts bucket {ensure_artifact_bucket(values['LOCALSTACK_URL'])}")
 
     step("deploying the CDK app with cdklocal (log: .cordum/cdk-deploy.log)")
     import deploy  # infra/cdk/deploy.py
@@ -243,6 +245,7 @@ def up(run_demo: bool = True) -> dict[str, str]:
             "configDir": str(config_dir()),
             "layerPath": str(ROOT / "layers" / "build" / "cordum-layer"),
             "auditBucket": AUDIT_BUCKET,
+            "artifactBucket": ARTIFACT_BUCKET,
             # The local chains carry hashes only: every checkout of this machine shares
             # its Redis, and a key of one checkout would fail the chains of another.
             # CORDUM_AUDIT_HMAC_KEY (64+ hex digits) in the environment signs them.

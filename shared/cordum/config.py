@@ -117,6 +117,9 @@ class Settings(BaseModel):
     # many of a chain's last entries stay in Redis once exported.
     audit_bucket: str = ""
     audit_keep_entries: int = Field(default=10_000, ge=0)
+    # The artifacts bucket (cordum.store.artifact_objects): where large artifacts are
+    # uploaded through presigned URLs ("": inline artifacts only, up to 4 MiB).
+    artifact_bucket: str = ""
 
     @field_validator("redis_url")
     @classmethod
@@ -164,6 +167,7 @@ _ENV = {
     "job_retention_s": JOB_RETENTION_ENV,
     "audit_bucket": "CORDUM_AUDIT_BUCKET",
     "audit_keep_entries": "CORDUM_AUDIT_KEEP_ENTRIES",
+    "artifact_bucket": "CORDUM_ARTIFACT_BUCKET",
 }
 
 _GO_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?$")

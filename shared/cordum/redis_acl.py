@@ -38,8 +38,9 @@ KERNEL = AclUser("cordum-kernel",
 """The safety kernel: its velocity windows (cordum.safety.velocity), and a read of the
 policy bundles' document (cordum.safety.bundles.POLICY_DOC_KEY, written by the
 gateway); nothing else."""
-WORKERS = AclUser("cordum-worker", "on %R~ctx:* %W~res:* -@all +get +set +ping")
-"""Every worker: read a context payload, write a result payload; nothing else."""
+WORKERS = AclUser("cordum-worker", "on %R~ctx:* %R~art:* %W~res:* -@all +get +set +ping")
+"""Every worker: read a context payload and an artifact it names (its content and
+metadata), write a result payload; nothing else."""
 
 STREAM = AclUser("cordum-stream",
                  "on %R~* ~cordum:stream:* ~cordum:stream-seen:* -@all +@read +evalsha "

@@ -203,8 +203,9 @@ def test_each_kind_of_client_has_its_own_user_with_the_local_stacks_rules(
             assert props["AuthenticationMode"]["Type"] == "password"
             assert "{{resolve:secretsmanager:" in json.dumps(password)
             assert ":SecretString:password::}}" in json.dumps(password)
-        # And a worker may read contexts and write results, nothing else
-        assert users[WORKERS.name]["AccessString"] == "on %R~ctx:* %W~res:* -@all +get +set +ping"
+        # And a worker may read contexts and artifacts and write results, nothing else
+        assert users[WORKERS.name]["AccessString"] == (
+            "on %R~ctx:* %R~art:* %W~res:* -@all +get +set +ping")
         # And the default user ElastiCache requires is switched off, allowed nothing
         assert users["default"]["AccessString"].split()[0] == "off"
         assert "-@all" in users["default"]["AccessString"].split()

@@ -26,6 +26,7 @@ from cordum_infra.api import (
     api_keys_secret_from_context,
     grant_api_keys,
 )
+from cordum_infra.artifacts import ArtifactBucket
 from cordum_infra.assets import CONFIG_SUBDIR, stage_function_code
 from cordum_infra.audit_export import AuditExport
 from cordum_infra.cache import AUTH_SECRET_ENV, RedisCache
@@ -302,6 +303,9 @@ class CordumServerlessStack(Stack):
             signers=tuple(self.functions.by_module.values()))
         if self.network is not None and self.audit.s3_security_group is not None:
             self.network.allow_aws_apis(self.audit.s3_security_group, images=True)
+        # The artifacts bucket (large artifacts) and the gateway's grant to sign for it.
+        self.artifacts = ArtifactBucket(self, "Artifacts", gateway=self.functions[GATEWAY],
+                                        local=not settings.creates_cache)
         # AWS with a certificate: the live event stream behind its load balancer.
         self.stream: StreamService | None = None
         if self.services is not None and self.network is not None:

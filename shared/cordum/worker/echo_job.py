@@ -2,6 +2,11 @@
 
 Labels steer it for tests: ``echo.sleep_ms`` delays the result, ``echo.fail``
 (``fatal`` | ``retryable``) returns FAILED_FATAL / FAILED_RETRYABLE.
+
+A context that names an artifact (``artifact_ptr``, at the top of the payload or in the
+submitted ``context`` object, where an HTTP submit puts the caller's) has it read, as
+the job's tenant, and echoed under ``artifact`` (``cordum.worker.artifacts``): whole
+when small, by its size and digest otherwise.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import json
 from typing import TYPE_CHECKING
 
 from cordum.protocol import JobRequest, JobResult, JobStatus, key_from_pointer, pointer, result_key
+from cordum.worker.artifacts import ArtifactUnreadable, read_artifact
 
 if TYPE_CHECKING:
     import redis.asyncio
@@ -91,7 +97,18 @@ async def echo(req: JobRequest, redis: redis.asyncio.Redis, worker_id: str) -> J
     except (ValueError, UnicodeDecodeError) as exc:
         return _invalid_input(req, f"context {key} is not JSON: {exc}")
 
-    body = json.dumps({"echo": context, "worker_id": worker_id, "job_id": req.job_id})
+    answer = {"echo": context, "worker_id": worker_id, "job_id": req.job_id}
+    named = _artifact_named(context)
+    if isinstance(named, str) and named:
+        try:
+            artifact = await read_artifact(redis, named, req.tenant_id)
+        except ArtifactUnreadable as exc:
+            if exc.retryable:
+                return failed(req, JobStatus.JOB_STATUS_FAILED_RETRYABLE,
+                              "artifact_unavailable", str(exc))
+            return _invalid_input(req, str(exc))
+        answer["artifact"] = artifact.echo()
+    body = json.dumps(answer)
     res_key = result_key(req.job_id)
     try:
         await redis.set(res_key, body, ex=RESULT_TTL_S)
@@ -107,3 +124,15 @@ async def echo(req: JobRequest, redis: redis.asyncio.Redis, worker_id: str) -> J
         status=JobStatus.JOB_STATUS_SUCCEEDED,
         result_ptr=pointer(res_key),
     )
+
+
+def _artifact_named(context: object) -> str | None:
+    """The artifact pointer a job's payload names: its own ``artifact_ptr``, else that of
+    the caller's ``context`` object (``{"prompt", "topic", "context": {...}}``)."""
+    if not isinstance(context, dict):
+        return None
+    named = context.get("artifact_ptr")
+    inner = context.get("context")
+    if named is None and isinstance(inner, dict):
+        named = inner.get("artifact_ptr")
+    return named if isinstance(named, str) else None
