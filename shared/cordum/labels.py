@@ -20,6 +20,7 @@ RESERVED_LABELS = frozenset({
     "workflow_id", "run_id", "step_id",  # workflow membership
     "is_compensation",  # saga compensation jobs
     "retry", "dlq_entry", "retry_of_job",  # DLQ retries
+    "remediation_of", "remediation_id",  # a job submitted by applying a remediation
 })
 """Reserved label names that no prefix covers."""
 

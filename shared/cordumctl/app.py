@@ -146,7 +146,7 @@ app = typer.Typer(name="cordumctl", help=HELP, no_args_is_help=True, cls=RootGro
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(dlq.app, name="dlq")
-app.command("workers")(system.workers)
+app.add_typer(system.workers_app, name="workers")
 app.command("status")(system.status)
 app.add_typer(workflows.app, name="workflows")
 app.add_typer(runs.app, name="runs")

@@ -656,6 +656,7 @@ class CountingRedis(aioredis.Redis):
 
 
 def test_an_allowed_submit_costs_one_redis_call_and_a_key_two_more(gw):
+    from cordum.gateway.jobs import submit_reads
     from cordum.safety.breaker import BreakerPolicy, CircuitBreaker
     from cordum.safety.client import SafetyClient
 
@@ -671,14 +672,22 @@ def test_an_allowed_submit_costs_one_redis_call_and_a_key_two_more(gw):
     who = Principal(tenant=gw.tenant, role="admin", principal_id="")
     request = SubmitJobRequest.model_validate(body())
 
-    runtime.run(service.submit(who, request))  # warms the breaker and the script cache
+    # What the route read in the rate limiter's round trip: no config document, no
+    # registration of the topic (submit_reads).
+    planned = submit_reads.plan(gw.tenant, body())
+    read = (planned, [None] * len(planned.keys))
+    runtime.run(service.submit(who, request, read=read))  # warms breaker and script cache
     redis.commands.clear()
-    runtime.run(service.submit(who, request))
+    runtime.run(service.submit(who, request, read=read))
     plain = list(redis.commands)
     redis.commands.clear()
-    runtime.run(service.submit(who, request, idempotency_key="counted"))
+    runtime.run(service.submit(who, request, idempotency_key="counted", read=read))
     keyed = list(redis.commands)
+    redis.commands.clear()
+    runtime.run(service.submit(who, request))  # the context not read yet: one MGET more
+    unread = list(redis.commands)
     runtime.run(redis.aclose())
 
     assert plain == ["EVALSHA"]
     assert keyed == ["SET", "EVALSHA", "EXPIRE"]
+    assert unread == ["MGET", "EVALSHA"]

@@ -70,4 +70,49 @@ def safety_meta(verdict: SafetyVerdict, job_hash: str) -> dict[str, str]:
         fields["safety_approval_ref"] = verdict.approval_ref
     if verdict.constraints is not None:
         fields["safety_constraints"] = constraints_json(verdict.constraints)
+    # Always written, "" when none: a newer decision withdraws an older one's offers.
+    fields["safety_remediations"] = remediations_json(verdict.remediations)
     return fields
+
+
+MAX_REMEDIATIONS = 5
+"""Remediations kept with a decision; the kernel's first five, in its order."""
+MAX_REMEDIATION_NAME = 256
+"""``id``, ``replacement_topic``, ``replacement_capability``, each label key, value and
+removed name: a remediation with a longer one is not kept (cut, it would name
+something else)."""
+MAX_REMEDIATION_TITLE = 256
+MAX_REMEDIATION_SUMMARY = 1024
+"""``title`` and ``summary`` are prose for a reader: cut to these many characters."""
+MAX_REMEDIATION_LABELS = 8
+"""``add_labels`` entries, and ``remove_labels`` names: a remediation with more is not
+kept. With the limits above a stored record is at most about 41 KB before JSON
+escaping (5 x (3 x 256 + 256 + 1024 + 8 x 512 + 8 x 256) characters)."""
+
+
+def remediation_record(rem: Any) -> dict[str, Any] | None:
+    """A ``PolicyRemediation`` as stored with the decision (Cordum's snake_case field
+    names), or None when it breaks a limit above."""
+    names = (rem.id, rem.replacement_topic, rem.replacement_capability)
+    add = dict(rem.add_labels)
+    remove = list(rem.remove_labels)
+    if len(add) > MAX_REMEDIATION_LABELS or len(remove) > MAX_REMEDIATION_LABELS:
+        return None
+    if any(len(n) > MAX_REMEDIATION_NAME for n in (*names, *add, *add.values(), *remove)):
+        return None
+    return {"id": rem.id, "title": rem.title[:MAX_REMEDIATION_TITLE],
+            "summary": rem.summary[:MAX_REMEDIATION_SUMMARY],
+            "replacement_topic": rem.replacement_topic,
+            "replacement_capability": rem.replacement_capability,
+            "add_labels": add, "remove_labels": remove}
+
+
+def remediations_json(remediations: Any) -> str:
+    """The ``safety_remediations`` field: a JSON list of at most :data:`MAX_REMEDIATIONS`
+    records (those over a limit left out), "" when there is none."""
+    import json
+
+    kept = [r for r in map(remediation_record, remediations or ()) if r is not None]
+    if not kept:
+        return ""
+    return json.dumps(kept[:MAX_REMEDIATIONS], separators=(",", ":"), ensure_ascii=False)

@@ -31,11 +31,27 @@ JOB_FIELDS = [
     Column("created", "created_at"), Column("updated", "updated_at"),
     Column("completed", "completed_at"), Column("retries", "retry_count"),
     Column("safety", "safety_decision"), Column("safety reason", "safety_reason"),
+    Column("remediations", lambda j: offers(j.get("safety_remediations"))),
     Column("approval", "approval_status"), Column("error", "error"), Column("result", "result"),
     Column("trace", "trace_id"),
 ]
 DECISION_COLUMNS = [Column("RULE", "rule_id"), Column("ACTION", "action"),
                     Column("REASON", "reason"), Column("AT", "evaluated_at")]
+
+
+def offers(remediations: Any) -> str | None:
+    """The remediations a job's decision offers, as ``id: title (topic)``, for
+    ``jobs remediate``; None when there are none (no line)."""
+    if not isinstance(remediations, list) or not remediations:
+        return None
+    shown_ = []
+    for rem in remediations:
+        if not isinstance(rem, dict):
+            continue
+        topic = rem.get("replacement_topic") or ""
+        line = f"{rem.get('id') or '(no id)'}: {rem.get('title') or 'use ' + (topic or '?')}"
+        shown_.append(f"{line} ({topic})" if topic and rem.get("title") else line)
+    return "; ".join(shown_) or None
 
 
 def show_job(ctx: typer.Context, job: dict[str, Any]) -> None:
@@ -142,6 +158,32 @@ def cancel(ctx: typer.Context,
                                         styled(str(answer.get("state"))), shown(reason)))
     else:
         s.printer.data(answer)
+
+
+@app.command()
+def remediate(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(help="The job the policy did not allow as sent.")],
+    remediation_id: Annotated[str | None, typer.Argument(
+        help="The remediation to apply (see jobs get); optional when only one is offered."),
+    ] = None,
+    idempotency_key: Annotated[str | None, typer.Option(
+        help="Sending the same key again answers the first job instead of a new one.")] = None,
+) -> None:
+    """Submit the job again with a remediation its policy decision offered. Prints the
+    new job's id; the new job is checked by the policy like any submit."""
+    s = session(ctx)
+    body = {"remediation_id": remediation_id} if remediation_id else {}
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+    answer = s.client.post(f"/api/v1/jobs/{job_id}/remediate", body, headers=headers) or {}
+    if s.format is not Format.TABLE:
+        s.printer.data(answer)
+        return
+    line = shown(str(answer.get("job_id") or ""))
+    if answer.get("status") == "approval_required":
+        line.append_text(Text.assemble("  ", styled("APPROVAL_REQUIRED"), ": ",
+                                       shown(str(answer.get("reason", "")))))
+    s.printer.message(line)
 
 
 @app.command()

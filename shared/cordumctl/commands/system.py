@@ -1,15 +1,21 @@
-"""``cordumctl workers`` and ``cordumctl status``: what serves the jobs, and its health."""
+"""``cordumctl workers`` and ``cordumctl status``: what serves the jobs, and its health.
+
+``cordumctl workers`` alone lists the workers (as it always has); ``cordumctl workers get
+WORKER_ID`` shows one worker and the tenant's newest jobs it ran or runs.
+"""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from cordumctl.errors import ApiError, ExitCode
-from cordumctl.output import Column, Format, duration, shown, text
+from cordumctl.output import Column, Format, age, duration, shown, text
 from cordumctl.session import session
 
 if TYPE_CHECKING:
@@ -35,15 +41,70 @@ WORKER_COLUMNS = [
 ]
 
 
+WORKER_FIELDS = [
+    Column("worker", "worker_id"), Column("pool", "pool"), Column("load", _load),
+    Column("heartbeat", _heartbeat), Column("last heartbeat", "last_heartbeat"),
+    Column("capabilities", "capabilities"), Column("region", "region"),
+    Column("type", "type"), Column("labels", "labels"),
+]
+WORKER_JOB_COLUMNS = [
+    Column("JOB", "id"), Column("STATE", "state"), Column("TOPIC", "topic"),
+    Column("UPDATED", lambda j: _updated(j.get("updated_at"))), Column("TRACE", "trace_id"),
+]
+WORKERS = "/api/v1/workers"
+
+workers_app = typer.Typer(help="Workers known to the registry; `get` shows one and its jobs.",
+                          invoke_without_command=True, no_args_is_help=False)
+
+
+def _updated(value: Any) -> str:
+    """A JobRecord's ``updated_at`` (µs since the epoch) as how long ago."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "-"
+    return age(datetime.fromtimestamp(value / 1e6, UTC).isoformat()) + " ago"
+
+
+@workers_app.callback()
 def workers(
     ctx: typer.Context,
     pool: Annotated[str | None, typer.Option(help="Only the workers of this pool.")] = None,
 ) -> None:
     """Workers known to the registry: pool, load (active/max jobs) and heartbeat age."""
+    if ctx.invoked_subcommand is not None:
+        return
     s = session(ctx)
-    answer = s.client.get("/api/v1/workers") or {}
+    answer = s.client.get(WORKERS) or {}
     items = [w for w in answer.get("items") or [] if pool is None or w.get("pool") == pool]
     s.printer.rows(items, WORKER_COLUMNS, raw={"items": items}, empty="no workers")
+
+
+@workers_app.command("get")
+def get_worker(
+    ctx: typer.Context,
+    worker_id: Annotated[str, typer.Argument(help="The worker's id.")],
+    limit: Annotated[int, typer.Option(min=1, max=100, help="Jobs shown at most.")] = 20,
+) -> None:
+    """One worker (pool, load, heartbeat, capabilities, labels) and the tenant's newest jobs
+    it ran or runs. A worker gone from the registry is still shown by its jobs."""
+    s = session(ctx)
+    path = f"{WORKERS}/{quote(worker_id, safe=':@~')}"
+    worker: dict[str, Any] | None
+    try:
+        worker = s.client.get(path) or {}
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        worker = None
+    jobs = (s.client.get(f"{path}/jobs", {"limit": limit}) or {}).get("items") or []
+    if s.format is not Format.TABLE:
+        s.printer.data({"worker": worker, "jobs": jobs})
+        return
+    if worker is None:
+        s.console.print(shown(f"worker {worker_id} is not in the registry (gone)", "dim"))
+    else:
+        s.printer.record(worker, WORKER_FIELDS)
+    s.console.print()
+    s.printer.rows(jobs, WORKER_JOB_COLUMNS, empty="no jobs of this tenant")
 
 
 def _ok(flag: Any) -> Text:

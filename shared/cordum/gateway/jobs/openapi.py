@@ -7,6 +7,7 @@ from cordum.gateway.core import schemas
 from cordum.gateway.core.openapi import AUTHENTICATED, ApiPart, Operation, codes
 from cordum.gateway.jobs import schemas as job_schemas
 from cordum.gateway.jobs.models import SubmitJobRequest
+from cordum.gateway.jobs.remediation import RemediateJobRequest
 
 LIST_JOB_FILTERS = ("state", "topic", "tenant", "team", "trace_id", "updated_after",
                     "updated_before")
@@ -27,9 +28,21 @@ PART = ApiPart(
                   job_schemas.JobDetail, errors=(400, 404, *AUTHENTICATED)),
         Operation("post", "/api/v1/jobs/{id}/cancel", "cancelJob", "Cancel a job", "Jobs",
                   job_schemas.CancelJobResponse, errors=(400, 404, 409, *AUTHENTICATED)),
+        Operation("post", "/api/v1/jobs/{id}/remediate", "remediateJob",
+                  "Apply a remediation the policy offered, as a new job", "Jobs",
+                  schemas.SubmitJobResponse, body=RemediateJobRequest, idempotency=True,
+                  errors=(400, 404, 409, 413, *AUTHENTICATED),
+                  notes={403: codes(("safety_denied",)),
+                         404: codes(("remediation_not_found",)),
+                         409: codes(("no_remediations", "job_input_expired",
+                                     "IDEMPOTENCY_CONFLICT"))}),
         Operation("get", "/api/v1/jobs/{id}/decisions", "getJobDecisions",
                   "A job's safety decisions", "Jobs", list[job_schemas.SafetyDecision],
                   errors=(400, 404, *AUTHENTICATED)),
+        Operation("get", "/api/v1/traces/{id}", "getTrace",
+                  "The tenant's jobs of one trace, newest first (at most 200)", "Jobs",
+                  list[job_schemas.JobDetail], errors=(400, 404, *AUTHENTICATED),
+                  notes={404: codes(("trace_not_found",))}),
     ),
     tags=(("Jobs", "Submit, read and cancel jobs."),),
 )

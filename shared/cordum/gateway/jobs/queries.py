@@ -61,6 +61,7 @@ from cordum.gateway.jobs.views import (
     job_summary,
     json_or_text,
 )
+from cordum.safety.client import EFFECTIVE_CONFIG_ENV
 from cordum.store.errors import StoreError
 from cordum.store.jobs import JobState, tenant_index_key
 from cordum.store.json_docs import json_object
@@ -243,6 +244,7 @@ async def detail_extras(redis: RedisReadProtocol, job_id: str) -> DetailExtras:
         output_decision=json_object(stored.output_decision),
         prompt=prompt if isinstance(prompt, str) else None,
         adapter_id=str(req.get("adapterId") or req.get("adapter_id") or ""),
+        effective_config=json_object((req.get("env") or {}).get(EFFECTIVE_CONFIG_ENV)),
     )
 
 

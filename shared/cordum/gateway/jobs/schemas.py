@@ -62,6 +62,13 @@ class JobDetail(JobSummary):
     retry_count: int = optional()
     decisions: list[SafetyDecision] | None = optional()
     delegation: DelegationLineageView = optional()
+    effective_config: dict[str, Any] = optional()
+    """The effective config the job carries (``{version, hash, data}``), when a config
+    document applied to it at submit."""
+    safety_remediations: list[dict[str, Any]] = optional()
+    """The remediations the policy's decision offered (``{id, title, summary,
+    replacement_topic, replacement_capability, add_labels, remove_labels}``); [] when
+    it offered none. ``POST /api/v1/jobs/{id}/remediate`` applies one by its id."""
 
 
 class CancelJobResponse(Body):

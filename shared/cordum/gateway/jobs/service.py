@@ -9,14 +9,15 @@ different request under it is a 409.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from cordum import protocol
 from cordum.gateway.core.errors import Conflict, Forbidden, NotFound, PolicyDenied
 from cordum.gateway.core.submission import announce, discard
-from cordum.gateway.jobs import queries, submit_policy
+from cordum.gateway.jobs import queries, submit_policy, submit_reads
 from cordum.gateway.jobs.submission import build_request, context_json, new_job
 from cordum.gateway.jobs.submit_policy import DENIED_CODE, SubmitOutcome
 from cordum.metrics import METRICS
@@ -26,6 +27,8 @@ from cordum.store.idempotency import IdempotencyKeys
 from cordum.store.jobs import JobState
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from cordum.bus.publisher import NatsPublisher
     from cordum.gateway.core.auth import Principal
     from cordum.gateway.jobs.models import SubmitJobRequest
@@ -54,6 +57,18 @@ class Submitted:
         return self.status == APPROVAL_REQUIRED_STATUS
 
 
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """The job a submitted job derives from (a remediation of it): the new job joins
+    its trace, names it as parent, and carries labels only the platform writes."""
+
+    parent_job_id: str
+    trace_id: str = ""
+    """The parent's trace ("": a trace of its own)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Platform labels (reserved names a caller may not send), set after validation."""
+
+
 class JobService:
     """Submit, look up and cancel jobs.
 
@@ -76,10 +91,16 @@ class JobService:
             else policy
 
     async def submit(self, principal: Principal, body: SubmitJobRequest, *,
-                     idempotency_key: str = "") -> Submitted:
-        """Accept a job: policy check, then store (and announce unless it is gated).
+                     idempotency_key: str = "", origin: Origin | None = None,
+                     read: tuple[submit_reads.Plan, Sequence[Any] | None] | None = None,
+                     ) -> Submitted:
+        """Accept a job: its input checked against the topic's schema, its effective
+        config attached, the policy asked, then stored (and announced unless gated).
 
         ``idempotency_key`` (the header) wins over the body's ``idempotency_key``.
+        ``read`` is what the route already read of the submit's context
+        (:mod:`cordum.gateway.jobs.submit_reads`): its plan and the values (None when
+        not read); without it the context is read here.
         """
         if body.tenant_id and body.tenant_id != principal.tenant:
             raise Forbidden("tenant access denied")
@@ -88,14 +109,24 @@ class JobService:
             raise Forbidden("principal_id does not match the API key's principal",
                             "principal_mismatch")
         tenant = principal.tenant
+        planned, values = read if read is not None else (
+            submit_reads.plan(tenant, {"topic": body.topic, "team_id": body.team_id}), None)
+        context = await submit_reads.resolve(self._redis, planned, body, values)
+        await submit_reads.check_input(self._redis, tenant, body, context)
         key = idempotency_key or body.idempotency_key
         if key != body.idempotency_key:
             body = body.model_copy(update={"idempotency_key": key})
-        job_id, trace_id = protocol.new_id(), protocol.new_id()
+        job_id = protocol.new_id()
+        trace_id = origin.trace_id if origin is not None and origin.trace_id \
+            else protocol.new_id()
         claim = ""
         if key:
             claim = IdempotencyKeys.key(tenant, key)
             fingerprint = body.fingerprint()
+            if origin is not None:  # the same body derived from another job is another act
+                fingerprint = hashlib.sha256(f"{fingerprint}|{origin.parent_job_id}|"
+                                             f"{sorted(origin.labels.items())}".encode()
+                                             ).hexdigest()
             earlier = await self._idempotency.claim(claim, job_id, trace_id, fingerprint)
             if earlier is not None:
                 if earlier["request_hash"] and earlier["request_hash"] != fingerprint:
@@ -104,7 +135,8 @@ class JobService:
                 METRICS.count("submit_idempotent_repeat")
                 return Submitted(earlier["job_id"], earlier["trace_id"])
         try:
-            return await self._accept(principal, body, job_id, trace_id, claim)
+            return await self._accept(principal, body, job_id, trace_id, claim, origin,
+                                      context)
         except PolicyDenied:
             raise  # the job exists (DENIED): the key keeps naming it
         except BaseException:
@@ -113,9 +145,15 @@ class JobService:
             raise
 
     async def _accept(self, principal: Principal, body: SubmitJobRequest, job_id: str,
-                      trace_id: str, claim: str) -> Submitted:
+                      trace_id: str, claim: str, origin: Origin | None,
+                      context: submit_reads.SubmitContext) -> Submitted:
         tenant = principal.tenant
         req = build_request(body, job_id, tenant, principal.principal_id)
+        submit_reads.attach(req, context)
+        if origin is not None:
+            req.parent_job_id = origin.parent_job_id
+            req.labels.update(origin.labels)
+            req.meta.labels.update(origin.labels)
         decision = await self._policy.decide(req, tenant,
                                              payload=context_json(body, tenant).encode())
         verdict = decision.verdict

@@ -144,6 +144,8 @@ class DetailExtras:
     """From the context payload ``ctx:<id>`` (kept 24 hours)."""
     adapter_id: str = ""
     """From the stored JobRequest ``job:req:<id>``."""
+    effective_config: dict[str, Any] | None = None
+    """The effective config the job carries (its request's env), when it has one."""
 
 
 def _first_event(events: list[tuple[int, str]], states: frozenset[str]) -> int | None:
@@ -233,6 +235,8 @@ def _apply_extras(out: dict[str, Any], extras: DetailExtras, state: str) -> None
         out["prompt"] = extras.prompt
     if extras.adapter_id and not out["adapter_id"]:
         out["adapter_id"] = extras.adapter_id
+    if extras.effective_config is not None:
+        out["effective_config"] = extras.effective_config
     started = _first_event(extras.events, _RUNNING)
     if started is not None:
         out["started_at"] = rfc3339_us(started)

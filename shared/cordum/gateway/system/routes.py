@@ -1,5 +1,7 @@
-"""GET /health (no auth), GET /api/v1/health, GET /api/v1/workers, GET /api/v1/status: the
-control plane as a whole, read-only; the work is in ``cordum.gateway.system.service``.
+"""GET /health (no auth), GET /api/v1/health, GET /api/v1/workers, GET /api/v1/workers/{id},
+GET /api/v1/workers/{id}/jobs, GET /api/v1/status: the control plane as a whole, read-only;
+the work is in ``cordum.gateway.system.service`` (a worker's jobs:
+``cordum.gateway.system.worker_jobs``; who may read workers: ``cordum.gateway.system.access``).
 
 Health is JSON either way, as Cordum's gateway answers: 200 ``{"status": "healthy",
 "redis": "ok", "nats": "ok"}``, or 503 with ``"status": "unhealthy"`` and ``"ok"`` or
@@ -19,8 +21,10 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from cordum import runtime
 from cordum.config import settings
 from cordum.gateway.core import deps
-from cordum.gateway.core.http import ADMIN, json_response, principal, require_role
-from cordum.gateway.system import service, views
+from cordum.gateway.core.errors import InvalidRequest, NotFound
+from cordum.gateway.core.http import ADMIN, json_response, limit, principal
+from cordum.gateway.system import service, views, worker_jobs
+from cordum.gateway.system.access import worker_reader
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import Response
@@ -75,11 +79,54 @@ def health_v1() -> Response:
 
 @router.get("/api/v1/workers")
 def list_workers() -> Response:
-    require_role(principal(router.current_event))
+    worker_reader(router.current_event)
     snapshot = runtime.run(service.worker_snapshot(deps.redis()))
     now = time.time()
     items = [views.worker_runtime(w, now)
              for w in sorted(snapshot.workers, key=lambda w: w.worker_id)]
+    return json_response(200, {"items": items})
+
+
+MAX_WORKER_ID_CHARS = 256
+"""A longer worker id is refused (400): subjects and keys are built of it."""
+WORKER_NOT_FOUND = "WORKER_NOT_FOUND"
+"""Cordum's code for a worker neither the registry nor the caller's jobs know."""
+
+
+def _worker_id(raw: str) -> str:
+    worker_id = raw.strip()
+    if not worker_id:
+        raise InvalidRequest("id: worker id required")
+    if len(worker_id) > MAX_WORKER_ID_CHARS:
+        raise InvalidRequest(f"id: a worker id is at most {MAX_WORKER_ID_CHARS} characters")
+    return worker_id
+
+
+@router.get("/api/v1/workers/<worker_id>")
+def get_worker(worker_id: str) -> Response:
+    """One worker of the registry's snapshot (one round trip); 404 when it is not in it."""
+    worker_reader(router.current_event)
+    wanted = _worker_id(worker_id)
+    snapshot = runtime.run(service.worker_snapshot(deps.redis()))
+    found = next((w for w in snapshot.workers if w.worker_id == wanted), None)
+    if found is None:
+        raise NotFound("worker not found", WORKER_NOT_FOUND)
+    return json_response(200, views.worker_runtime(found, time.time()))
+
+
+@router.get("/api/v1/workers/<worker_id>/jobs")
+def get_worker_jobs(worker_id: str) -> Response:
+    """The caller's tenant's newest jobs of the worker (``worker_jobs``): ``limit`` 20 by
+    default, at most 100. 404 when neither the registry nor those jobs know the worker."""
+    event = router.current_event
+    who = worker_reader(event)
+    wanted = _worker_id(worker_id)
+    count = limit(event, default=worker_jobs.DEFAULT_LIMIT, maximum=worker_jobs.MAX_LIMIT)
+    items = runtime.run(worker_jobs.worker_jobs(deps.redis(), who.tenant, wanted, count))
+    if not items:
+        snapshot = runtime.run(service.worker_snapshot(deps.redis()))
+        if all(w.worker_id != wanted for w in snapshot.workers):
+            raise NotFound("worker not found", WORKER_NOT_FOUND)
     return json_response(200, {"items": items})
 
 

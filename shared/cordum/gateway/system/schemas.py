@@ -29,6 +29,39 @@ class WorkerList(Body):
     items: list[WorkerRuntime]
 
 
+class JobRecord(Body):
+    """A job as a worker's job list shows it (Cordum's JobRecord)."""
+
+    id: str
+    updated_at: int
+    """µs since the epoch of the job's last state change (an integer, as the spec has it)."""
+    state: str
+    worker_id: str = optional()
+    trace_id: str = optional()
+    topic: str = optional()
+    tenant: str = optional()
+    team: str = optional()
+    principal: str = optional()
+    actor_id: str = optional()
+    actor_type: str = optional()
+    idempotency_key: str = optional()
+    capability: str = optional()
+    risk_tags: list[str] = optional()
+    requires: list[str] = optional()
+    pack_id: str = optional()
+    attempts: int = optional()
+    safety_decision: str = optional()
+    safety_reason: str = optional()
+    safety_rule_id: str = optional()
+    safety_snapshot: str = optional()
+    deadline_unix: int = optional()
+    failure_reason: str = optional()
+
+
+class WorkerJobs(Body):
+    items: list[JobRecord]
+
+
 class BuildInfo(Body):
     version: str = optional()
     commit: str = optional()
