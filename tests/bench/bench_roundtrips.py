@@ -10,6 +10,10 @@ counting connection in the same run. Run:
     make bench-roundtrips      (or: python -m tests.bench.bench_roundtrips [jobs] [--policy on|off])
 
 ``--policy`` sets OUTPUT_POLICY_ENABLED (the deployed stack has it on).
+``--config-docs`` stores a config document for the tenant's org and for the team the
+jobs name, so each submit merges them into the effective config it carries
+(shared/cordum/gateway/jobs/submit_reads.py): the figure beside the plain one is what
+the merge costs.
 """
 
 from __future__ import annotations
@@ -65,7 +69,31 @@ async def floor_job(redis: aioredis.Redis, job_id: str) -> None:
                        f"bench:floor:res:{job_id}")
 
 
-def measure(jobs: int) -> tuple[dict[str, list[int]], list[int]]:
+BENCH_TEAM = "bench-team"
+
+
+def store_config_docs(redis: aioredis.Redis) -> list[str]:
+    """An org and a team document for tenant ``bench``: the keys written."""
+    from cordum.store import config_docs
+
+    keys = []
+    for scope, scope_id in ((config_docs.ORG, ""), (config_docs.TEAM, BENCH_TEAM)):
+        key = config_docs.doc_key(scope, "bench", scope_id)
+        doc = {"scope": scope, "scope_id": scope_id or "bench", "revision": 1,
+               "updated_at": "2026-01-01T00:00:00Z",
+               "data": {"region": "eu", "safety": {"denied_topics": ["job.never"]}}}
+        runtime_run(redis.set(key, json.dumps(doc), ex=600))
+        keys.append(key)
+    return keys
+
+
+def runtime_run(awaitable: Any) -> Any:
+    from cordum import runtime
+
+    return runtime.run(awaitable)
+
+
+def measure(jobs: int, config_docs: bool = False) -> tuple[dict[str, list[int]], list[int]]:
     from google.protobuf import json_format
 
     from cordum import config, protocol, runtime
@@ -96,13 +124,20 @@ def measure(jobs: int) -> tuple[dict[str, list[int]], list[int]]:
 
     per_job: dict[str, list[int]] = {phase: [] for phase in PHASES}
     floors: list[int] = []
+    doc_keys = store_config_docs(runtime.redis_client()) if config_docs else []
+    job_body: dict[str, Any] = {"topic": "job.echo"}
+    if config_docs:
+        job_body["team_id"] = BENCH_TEAM
     for i in range(jobs + 1):  # the first job warms scripts and the snapshot copy
         COUNTS.clear()
         PHASE[0] = "gateway"
-        resp = app.resolve(gateway_event({"topic": "job.echo", "prompt": f"bench {i}"}, "bench"),
-                           None)
+        resp = app.resolve(gateway_event({**job_body, "prompt": f"bench {i}"}, "bench"), None)
         assert resp["statusCode"] == 200, resp
         job_id = json.loads(resp["body"])["job_id"]
+        if config_docs and i == 0:
+            PHASE[0] = "setup"
+            stored_req = runtime.run(runtime.redis_client().get(f"job:req:{job_id}"))
+            assert b"CORDUM_EFFECTIVE_CONFIG" in stored_req, "no effective config carried"
         PHASE[0] = "setup"  # what the bridge carries over NATS and SQS, read back here
         meta = runtime.run(engine.store.get(job_id))
         stored = runtime.run(runtime.redis_client().get(f"job:req:{job_id}"))
@@ -125,7 +160,7 @@ def measure(jobs: int) -> tuple[dict[str, list[int]], list[int]]:
             floors.append(COUNTS["floor"])
         if i and i % 10 == 0:
             progress(f"round trips: {i}/{jobs} jobs")
-    runtime.run(runtime.redis_client().delete(key))
+    runtime.run(runtime.redis_client().delete(key, *doc_keys))
     server.stop(grace=0)
     return per_job, floors
 
@@ -135,16 +170,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("jobs", nargs="?", type=int, default=20)
     parser.add_argument("--policy", choices=("on", "off"), default="on",
                         help="OUTPUT_POLICY_ENABLED (default on, as deployed)")
+    parser.add_argument("--config-docs", action="store_true",
+                        help="an org and a team config document apply to every job")
     args = parser.parse_args(argv)
     os.environ["OUTPUT_POLICY_ENABLED"] = "true" if args.policy == "on" else "false"
-    per_job, floors = measure(args.jobs)
+    per_job, floors = measure(args.jobs, args.config_docs)
     totals = [sum(t) for t in zip(*per_job.values(), strict=True)]
     tag = f"output policy {args.policy}"
+    name = args.policy
+    if args.config_docs:
+        tag += ", org and team config documents merged"
+        name += "_config"
     figures: list[dict[str, Any]] = [
-        figure(f"roundtrips_total_{args.policy}", f"Redis round trips per job ({tag})",
+        figure(f"roundtrips_total_{name}", f"Redis round trips per job ({tag})",
                "round trips", totals, budget="<= 10", budget_value=10, floor=floors,
                note="Cordum spends about 74"),
-        *(figure(f"roundtrips_{phase}_{args.policy}", f"  {phase} function ({tag})",
+        *(figure(f"roundtrips_{phase}_{name}", f"  {phase} function ({tag})",
                  "round trips", per_job[phase]) for phase in PHASES),
     ]
     print(f"jobs measured: {args.jobs} (after one warm-up job), {tag}")

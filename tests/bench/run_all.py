@@ -68,6 +68,8 @@ def items() -> list[Item]:
              "tests.bench.bench_roundtrips", [rt_jobs, "--policy", "on"]),
         Item("roundtrips", "1. Redis round trips per job (output policy off)",
              "tests.bench.bench_roundtrips", [rt_jobs, "--policy", "off"]),
+        Item("roundtrips", "1. Redis round trips per job (output policy on, config documents)",
+             "tests.bench.bench_roundtrips", [rt_jobs, "--policy", "on", "--config-docs"]),
         Item("cpu", "2. Handler cost", "tests.bench.bench_handler_cpu",
              [str(env_int("BENCH_CPU_BATCHES", 30))]),
         Item("cold_start", "3. Cold-start proxy and layer size", "tests.bench.bench_cold_start",
