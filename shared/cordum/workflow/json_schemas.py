@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
@@ -64,8 +65,19 @@ _BUDGET: ContextVar[list[int] | None] = ContextVar("cordum_schema_budget", defau
 """What the application in progress may still spend (None: not counting)."""
 
 
-class _OverBudget(Exception):
+class OverBudget(Exception):
     """An application spent ``MAX_CHECK_COST``."""
+
+
+@contextmanager
+def budget() -> Iterator[None]:
+    """Count the keyword evaluations of the applications within: past
+    ``MAX_CHECK_COST`` the one in progress raises :class:`OverBudget`."""
+    token = _BUDGET.set([MAX_CHECK_COST])
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,18 +109,16 @@ def problem(value: Any, schema: Any, *, at: str = "") -> str:
     if compiled.validator is None:
         return cut(f"invalid schema: {join_path('', compiled.at)}: {compiled.problem}"
                    if compiled.at else f"invalid schema: {compiled.problem}")
-    token = _BUDGET.set([MAX_CHECK_COST])
     try:
-        error = best_match(compiled.validator.iter_errors(value))
-    except _OverBudget:
+        with budget():
+            error = best_match(compiled.validator.iter_errors(value))
+    except OverBudget:
         return cut(_prefixed(at, "schema check stopped: it would cost more than "
                                  f"{MAX_CHECK_COST} keyword evaluations"))
     except RecursionError:
         return cut(_prefixed(at, "the value or its schema nests too deeply"))
     except Exception as exc:  # a step's check must not crash its run
         return cut(_prefixed(at, f"the schema could not be applied ({type(exc).__name__})"))
-    finally:
-        _BUDGET.reset(token)
     if error is None:
         return ""
     if not at:
@@ -135,6 +145,12 @@ def _prefixed(at: str, text: str) -> str:
 
 
 # --------------------------------------------------------------------------- compiling
+
+
+def compile_schema(schema: Any) -> _Compiled:
+    """The validator of ``schema`` (``validator`` None and ``problem`` said when it is
+    unusable), built as :func:`check_schema` and :func:`problem` build it."""
+    return _compiled(schema)
 
 
 def _compiled(schema: Any) -> _Compiled:
@@ -349,7 +365,7 @@ def _counted(keyword: Callable[..., Any], cost: int) -> Callable[..., Any]:
         if left is not None:
             left[0] -= cost
             if left[0] < 0:
-                raise _OverBudget
+                raise OverBudget
         return keyword(validator, value, instance, schema)
 
     return counted

@@ -28,6 +28,7 @@ from cordum.store.jobs import (
     decode_labels,
 )
 from cordum.store.json_docs import json_object, json_value
+from cordum.store.memory_reads import withheld
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -43,8 +44,6 @@ LABEL_VALUE_CHARS = 256
 """A shown label value is cut to this many characters."""
 BLAST_ITEMS = 50
 """Systems, namespaces and resources listed at most, each."""
-
-_WITHHELD_OUTPUT = frozenset({"QUARANTINE", "DENY"})
 
 
 def gate_document(topic: str, payload: bytes | None) -> dict[str, Any] | None:
@@ -77,23 +76,10 @@ def input_withheld(meta: Mapping[str, str], output_decision: Any) -> str | None:
 
     The rule of the job detail (``store.results.served_result_ptr``) extended to the
     input: nothing raw is shown of a job whose output was quarantined or redacted by
-    the output policy, nor of one whose policy verdict asks for redaction.
+    the output policy, nor of one whose policy verdict asks for redaction (the memory
+    route's rule too: ``cordum.store.memory_reads.withheld``).
     """
-    if meta.get("state") == JobState.OUTPUT_QUARANTINED:
-        return "the job's output was quarantined"
-    for record in (json_object(meta.get("output_safety")), json_object(output_decision)):
-        if record is None:
-            continue
-        decision = str(record.get("decision", "")).upper()
-        if record.get("quarantined") is True or decision in _WITHHELD_OUTPUT:
-            return "the job's output was quarantined by policy"
-        if decision == "REDACT":
-            return "the job's output was redacted by policy"
-    constraints = json_object(meta.get("safety_constraints")) or {}
-    level = constraints.get("redactionLevel") or constraints.get("redaction_level")
-    if level:
-        return f"the policy asks for redaction ({level})"
-    return None
+    return withheld(meta, output_decision)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,13 +25,12 @@ authenticator's public contract: a probe tenant no key is bound to.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cordum.gateway.core import deps
+from cordum.gateway.core import http
 from cordum.gateway.core.errors import Forbidden, InvalidRequest
-from cordum.gateway.core.http import ADMIN, headers, principal, require_role
+from cordum.gateway.core.http import ADMIN, principal, require_role
 from cordum.store.config_docs import (
     ORG,
     SCOPES,
@@ -132,11 +131,5 @@ def may_write(event: BaseProxyEvent, who: Principal, place: Target) -> None:
 
 
 def reaches_every_tenant(event: BaseProxyEvent) -> bool:
-    """Whether the caller's key may act for a tenant no key is bound to (tenant ``*``)."""
-    probe = {**headers(event), "x-tenant-id": PROBE_TENANT_PREFIX + uuid.uuid4().hex}
-    probe.pop("x-cordum-tenant", None)
-    try:
-        deps.authenticator().authenticate(probe)
-    except Forbidden:
-        return False
-    return True
+    """Whether the caller's key may act for every tenant (its tenant is ``*``)."""
+    return http.reaches_every_tenant(event, PROBE_TENANT_PREFIX)

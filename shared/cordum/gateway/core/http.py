@@ -120,6 +120,21 @@ def _record_sampled(audit: Any, bucket: str) -> None:
         logging.getLogger(__name__).warning("audit: %s not recorded: %s", audit.type, exc)
 
 
+def reaches_every_tenant(event: BaseProxyEvent, probe_prefix: str) -> bool:
+    """Whether the caller's key may act for a tenant no key is bound to (its tenant is
+    ``*``): it is asked to authenticate for a fresh random tenant under
+    ``probe_prefix``, which only such a key can."""
+    import uuid
+
+    probe = {**headers(event), "x-tenant-id": probe_prefix + uuid.uuid4().hex}
+    probe.pop("x-cordum-tenant", None)
+    try:
+        deps.authenticator().authenticate(probe)
+    except Forbidden:
+        return False
+    return True
+
+
 def require_role(who: Principal, *roles: str) -> None:
     """403 unless ``who`` has one of ``roles`` (admin always passes)."""
     if who.role != ADMIN and who.role not in roles:

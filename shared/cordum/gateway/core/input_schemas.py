@@ -109,7 +109,7 @@ def _compiled(schema: Any, schema_id: str, digest: str) -> Any:
     if found is not None:
         _CACHE.move_to_end(key)
         return found
-    compiled = json_schemas._compiled(schema)
+    compiled = json_schemas.compile_schema(schema)
     _CACHE[key] = compiled
     while len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -163,20 +163,18 @@ def check_stored(stored: StoredSchema, value: Any, *, root: str = "$") -> None:
 def _violations(validator: Any, value: Any, root: str) -> list[Violation]:
     from jsonschema.exceptions import best_match
 
-    token = json_schemas._BUDGET.set([json_schemas.MAX_CHECK_COST])
     try:
-        # Each error of an anyOf / oneOf is replaced by its most relevant cause.
-        errors = [best_match([e]) for e in islice(validator.iter_errors(value),
-                                                  MAX_VIOLATIONS)]
-    except json_schemas._OverBudget:
+        with json_schemas.budget():
+            # Each error of an anyOf / oneOf is replaced by its most relevant cause.
+            errors = [best_match([e]) for e in islice(validator.iter_errors(value),
+                                                      MAX_VIOLATIONS)]
+    except json_schemas.OverBudget:
         return [Violation(root, "schema check stopped: it would cost more than "
                                 f"{json_schemas.MAX_CHECK_COST} keyword evaluations")]
     except RecursionError:
         return [Violation(root, "the value or its schema nests too deeply")]
     except Exception as exc:  # a schema is data: its failure is the caller's refusal
         return [Violation(root, f"the schema could not be applied ({type(exc).__name__})")]
-    finally:
-        json_schemas._BUDGET.reset(token)
     found = {_violation(e, root) for e in errors if e is not None}
     return sorted(found, key=lambda v: (v.path, v.message))
 

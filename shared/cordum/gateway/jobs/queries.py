@@ -239,7 +239,7 @@ async def detail_extras(redis: RedisReadProtocol, job_id: str) -> DetailExtras:
     prompt = context.get("prompt") if context is not None else None
     req = json_object(stored.request) or {}
     return DetailExtras(
-        events=[e for raw in stored.events if (e := _event(text(raw))) is not None],
+        events=[e for raw in stored.events if (e := state_event(text(raw))) is not None],
         dlq=json_object(stored.dlq),
         output_decision=json_object(stored.output_decision),
         prompt=prompt if isinstance(prompt, str) else None,
@@ -248,7 +248,7 @@ async def detail_extras(redis: RedisReadProtocol, job_id: str) -> DetailExtras:
     )
 
 
-def _event(raw: str) -> tuple[int, str] | None:
+def state_event(raw: str) -> tuple[int, str] | None:
     """``{"ts": µs, "state": ...}``, or Cordum's older ``"<ts>|<STATE>"``."""
     ts: Any
     state: Any

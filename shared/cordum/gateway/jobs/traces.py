@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
-from cordum.gateway.jobs.queries import EVENTS_READ, _event
+from cordum.gateway.jobs.queries import EVENTS_READ, state_event
 from cordum.gateway.jobs.views import (
     MAX_INLINE_RESULT_BYTES,
     DetailExtras,
@@ -151,7 +151,7 @@ def _extras(job: _Job, payloads: dict[str, Any]) -> DetailExtras:
         prompt = value if isinstance(value, str) else None
     req = json_object(payloads.get(request_key(job_id))) if job.request_read else None
     return DetailExtras(
-        events=[e for raw in stored.events if (e := _event(text(raw))) is not None],
+        events=[e for raw in stored.events if (e := state_event(text(raw))) is not None],
         dlq=json_object(stored.dlq),
         output_decision=json_object(stored.output_decision),
         prompt=prompt,
