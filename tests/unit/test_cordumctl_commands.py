@@ -29,6 +29,12 @@ def test_submit_sends_topic_prompt_labels_priority_deadline_and_idempotency_key(
     assert api.requests[-1].headers["Idempotency-Key"] == "k-1"
 
 
+def test_submit_team_names_the_team_whose_config_documents_apply() -> None:
+    api = StubApi().on("POST", "/api/v1/jobs", reply(200, {"job_id": "j1"}))
+    run_cli(api, "jobs", "submit", "job.echo", "hi", "--team", "blue")
+    assert api.body("POST", "/api/v1/jobs")["team_id"] == "blue"
+
+
 def test_submit_input_file_becomes_the_jobs_context(tmp_path: Path) -> None:
     (tmp_path / "in.json").write_text(json.dumps({"prompt": "from file", "amount": 3}))
     api = StubApi().on("POST", "/api/v1/jobs", reply(200, {"job_id": "j1"}))

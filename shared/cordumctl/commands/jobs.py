@@ -69,6 +69,9 @@ def submit(
              "or inline JSON.")] = None,
     label: Annotated[list[str] | None, typer.Option(
         "--label", "-l", metavar="KEY=VALUE", help="A label; repeat for more.")] = None,
+    team: Annotated[str | None, typer.Option(
+        metavar="TEAM", help="The team the job is for: its config documents apply to it "
+        "(cordumctl config).")] = None,
     priority: Annotated[Priority, typer.Option(
         help="How the scheduler ranks the job.", case_sensitive=False)] = Priority.INTERACTIVE,
     deadline: Annotated[str | None, typer.Option(
@@ -94,6 +97,8 @@ def submit(
         raise typer.BadParameter("give a PROMPT or --input")
     if label:
         body["labels"] = labels(label)
+    if team:
+        body["team_id"] = team
     if deadline:
         body["deadline_ms"] = int(seconds(deadline) * 1000)
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
