@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/shared:$(CURDIR)
 export CORDUM_CACHE_DIR := $(CACHE)
 
-.PHONY: setup up down status demo test test-fast test-unit test-dashboard e2e layer dashboard synth lint bench bench-roundtrips bench-cpu chaos
+.PHONY: setup up down status demo test test-fast test-unit test-dashboard e2e layer dashboard synth lint bench profile bench-roundtrips bench-cpu chaos
 
 ## setup: the project venv (cached by the hash of pyproject.toml), linked as .venv, with
 ## `cordumctl` on its PATH
@@ -92,6 +92,14 @@ lint: setup
 bench: setup
 	@$(PY) localstack/stack.py services
 	@$(PY) -m tests.bench.run_all
+
+## profile: cProfile of each hot path (gateway submit, submit and result functions, workflow
+## job-ended events) in process on the real Redis and NATS; writes profiles/<path>.txt and
+## profiles/summary.json, which BENCHMARKS.md's "Where the time goes" is rendered from
+## (a minute or two; not part of `make test`)
+profile: setup
+	@$(PY) localstack/stack.py services
+	@$(PY) -m tests.bench.profile $(PROFILE_ARGS)
 
 ## chaos: faults injected one by one under load on a private Redis and NATS; rewrites
 ## RELIABILITY.md (about 15 minutes; not part of `make test`)

@@ -11,8 +11,8 @@ already up has its bridge as it was started (``BRIDGE_SQS_CALL_LOG=1 make up``
 for the same).
 
 Knobs (environment): BENCH_ONLY / BENCH_SKIP (comma-separated item names:
-roundtrips, cpu, cold_start, scale, workflow, stream, policy_replay, audit, dispatch,
-sustained), BENCH_REPLAY_JOBS, BENCH_REPLAY_RUNS, BENCH_AUDIT_ACTS,
+roundtrips, cpu, control_plane, cold_start, scale, workflow, stream, policy_replay, audit,
+dispatch, sustained), BENCH_CP_BATCHES, BENCH_REPLAY_JOBS, BENCH_REPLAY_RUNS, BENCH_AUDIT_ACTS,
 BENCH_LATENCY_JOBS, BENCH_LATENCY_RATE, BENCH_SUSTAINED_JOBS, BENCH_SUSTAINED_CONCURRENCY,
 BENCH_SCALE_JOBS, BENCH_SCALE_RUNS, BENCH_IMPORT_RUNS, BENCH_CPU_BATCHES,
 BENCH_ROUNDTRIP_JOBS, BENCH_WORKFLOW_STEPS, BENCH_WORKFLOW_RUNS, BENCH_SQS_FLOOR_BATCH,
@@ -72,6 +72,9 @@ def items() -> list[Item]:
              "tests.bench.bench_roundtrips", [rt_jobs, "--policy", "on", "--config-docs"]),
         Item("cpu", "2. Handler cost", "tests.bench.bench_handler_cpu",
              [str(env_int("BENCH_CPU_BATCHES", 30))]),
+        Item("control_plane", "11. Whole control plane CPU per job and Lambda cost per "
+             "million", "tests.bench.bench_control_plane",
+             [str(env_int("BENCH_CP_BATCHES", 30))]),
         Item("cold_start", "3. Cold-start proxy and layer size", "tests.bench.bench_cold_start",
              []),
         Item("scale", "5. Scale", "tests.bench.bench_scale", []),
