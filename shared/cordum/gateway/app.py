@@ -3,10 +3,13 @@
 Each feature of the API is a package of ``cordum.gateway`` (its routes, service,
 views, models, schemas and OpenAPI part) over ``cordum.gateway.core``; features
 never import each other. This module wires them: :data:`FEATURES` lists each one's
-routes module, whose Router it includes and whose part of the OpenAPI document it
-publishes to the docs feature. A new feature is a new package and one more entry
-there (and its name in the features layer of tests/lint/layers.py, which the lint
-asks for).
+package, whose routes module's Router it includes and whose part of the OpenAPI
+document it publishes to the docs feature. A routes module is imported, and its Router
+included, by the first request whose path is the feature's (:data:`SEGMENTS`): a cold
+start pays for the one feature it serves, and a job submit never builds the models of
+policies or workflows. A new feature is a new package, one more entry in both tables
+and one in :func:`_import_routes` (and its name in the features layer of
+tests/lint/layers.py, which the lint asks for).
 
 Domain errors become HTTP answers here, in one place: one handler per kind of
 ``cordum.gateway.core.errors`` whose answer differs (headers, body fields), and the
@@ -25,16 +28,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
+import threading
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from pydantic import ValidationError
 
-from cordum.gateway.approvals import routes as approvals
-from cordum.gateway.artifacts import routes as artifacts
-from cordum.gateway.audit import routes as audit
-from cordum.gateway.configs import routes as configs
 from cordum.gateway.core.errors import (
     GatewayError,
     InvalidRequest,
@@ -45,24 +46,17 @@ from cordum.gateway.core.errors import (
     Throttled,
     Unavailable,
 )
-from cordum.gateway.core.feature import Feature
 from cordum.gateway.core.http import body_text, check_path, json_response
-from cordum.gateway.dlq import routes as dlq
 from cordum.gateway.docs import contract
-from cordum.gateway.docs import routes as docs
-from cordum.gateway.events import routes as events
-from cordum.gateway.jobs import routes as jobs
-from cordum.gateway.locks import routes as locks
-from cordum.gateway.policy import routes as policy
-from cordum.gateway.schema_registry import routes as schema_registry
-from cordum.gateway.system import routes as system
-from cordum.gateway.workflows import routes as workflows
 from cordum.metrics import METRICS
 from cordum.store.errors import LockUnavailable, StoreError
 from cordum.workflow.errors import WorkflowError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
+    from pydantic import ValidationError
+
+    from cordum.gateway.core.feature import Feature
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +64,141 @@ INTERNAL_ERROR = {"error": "internal error", "code": "internal_error", "status":
 WORKFLOW_RETRY_AFTER_S = 1
 """Retry-After of a workflow refusal that may pass when sent again."""
 
-FEATURES: tuple[Feature, ...] = (jobs, approvals, dlq, system, workflows, events, policy,
-                                  audit, artifacts, configs, schema_registry, locks,
-                                  docs)
-"""Every feature's routes module, in the order the OpenAPI document lists them."""
+FEATURES: tuple[str, ...] = ("jobs", "approvals", "dlq", "system", "workflows", "events",
+                             "policy", "audit", "artifacts", "configs", "schema_registry",
+                             "locks", "docs")
+"""Every feature package, in the order the OpenAPI document lists them."""
 
-app = APIGatewayRestResolver()
+API_PREFIX = "/api/v1/"
+SEGMENTS: dict[str, str] = {
+    "jobs": "jobs", "traces": "jobs", "approvals": "approvals", "dlq": "dlq",
+    "health": "system", "status": "system", "workers": "system",
+    "workflows": "workflows", "workflow-runs": "workflows", "policy": "policy",
+    "audit": "audit", "artifacts": "artifacts", "memory": "artifacts", "config": "configs",
+    "schemas": "schema_registry", "topics": "schema_registry", "locks": "locks",
+    "admin": "locks", "docs": "docs", "openapi.json": "docs",
+}
+"""The feature serving each first path segment (after ``/api/v1/``, or of the path when it
+has no such prefix: ``/health``). A route's parameters never match a ``/``, so a path can
+only match routes whose segment is its own: loading that one feature finds every route the
+path could match, and as no segment is two features', the order in which features were
+loaded never decides a match. tests/unit/test_gateway_features_lazy.py checks this table
+against every registered route."""
 
-for _feature in FEATURES:
-    app.include_router(_feature.router)
-contract.publish(lambda: [feature.contract() for feature in FEATURES])
+
+def load_feature(name: str) -> Feature:
+    """The routes module of feature ``name``, imported and its Router included in
+    :data:`app` on first use. Each routes module imports its service, models and stores,
+    so a cold start pays for the feature its first request needs, not for all thirteen."""
+    with _loading:
+        feature = _loaded.get(name)
+        if feature is None:
+            feature = _import_routes(name)
+            app.include_router(feature.router)
+            _loaded[name] = feature
+        return feature
+
+
+def load_all() -> None:
+    """Every feature's routes, as the OpenAPI document and its route checks need them."""
+    for name in FEATURES:
+        load_feature(name)
+
+
+def segment(path: str) -> str:
+    """The first segment of ``path`` after ``/api/v1/`` (of the path when it has no such
+    prefix), which names the feature serving it in :data:`SEGMENTS`."""
+    rest = path[len(API_PREFIX):] if path.startswith(API_PREFIX) else path[1:]
+    return rest.partition("/")[0]
+
+
+def _import_routes(name: str) -> Feature:
+    # One literal import per feature, so the layer lint sees the app wiring each one.
+    if name == "jobs":
+        from cordum.gateway.jobs import routes as jobs
+
+        return jobs
+    elif name == "approvals":
+        from cordum.gateway.approvals import routes as approvals
+
+        return approvals
+    elif name == "dlq":
+        from cordum.gateway.dlq import routes as dlq
+
+        return dlq
+    elif name == "system":
+        from cordum.gateway.system import routes as system
+
+        return system
+    elif name == "workflows":
+        from cordum.gateway.workflows import routes as workflows
+
+        return workflows
+    elif name == "events":
+        from cordum.gateway.events import routes as events
+
+        return events
+    elif name == "policy":
+        from cordum.gateway.policy import routes as policy
+
+        return policy
+    elif name == "audit":
+        from cordum.gateway.audit import routes as audit
+
+        return audit
+    elif name == "artifacts":
+        from cordum.gateway.artifacts import routes as artifacts
+
+        return artifacts
+    elif name == "configs":
+        from cordum.gateway.configs import routes as configs
+
+        return configs
+    elif name == "schema_registry":
+        from cordum.gateway.schema_registry import routes as schema_registry
+
+        return schema_registry
+    elif name == "locks":
+        from cordum.gateway.locks import routes as locks
+
+        return locks
+    elif name == "docs":
+        from cordum.gateway.docs import routes as docs
+
+        return docs
+    raise KeyError(name)
+
+
+def _load_for(event: Mapping[str, Any]) -> None:
+    """The feature serving the event's path, loaded (none for a path no feature serves)."""
+    path = event.get("path") if isinstance(event, Mapping) else None
+    if isinstance(path, str):
+        name = SEGMENTS.get(segment(path))
+        if name is not None and name not in _loaded:
+            load_feature(name)
+
+
+class _Resolver(APIGatewayRestResolver):
+    """The REST resolver, loading the feature a request's path needs before it routes."""
+
+    def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
+        _load_for(event)
+        return super().resolve(event, context)
+
+    async def resolve_async(self, event: Mapping[str, Any],
+                            context: LambdaContext) -> dict[str, Any]:
+        _load_for(event)
+        return await super().resolve_async(event, context)
+
+    def load_all(self) -> None:
+        """Every feature's routes included (what ``docs.openapi.registered_routes`` lists)."""
+        load_all()
+
+
+_loading = threading.RLock()
+_loaded: dict[str, Feature] = {}
+app = _Resolver()
+contract.publish(lambda: [load_feature(name).contract() for name in FEATURES])
 
 
 def _retry_after(seconds: float) -> dict[str, str]:
@@ -134,7 +253,21 @@ def _store_unavailable(exc: Exception) -> Response:
     return _unavailable(StoreUnavailable())
 
 
-@app.exception_handler(ValidationError)
+@app.exception_handler(ValueError)
+def _value_error(exc: ValueError) -> Response:
+    """pydantic's ValidationError (a ValueError) as a 400. The handler is registered on
+    ValueError so that the app need not import pydantic at cold start (the routes whose
+    models raise it do); any other ValueError gets the answer of the handler the resolver
+    would have found without this one."""
+    core = sys.modules.get("pydantic_core")
+    if core is not None and isinstance(exc, core.ValidationError):
+        return _invalid_body(exc)
+    handlers = app.exception_handler_manager.get_registered_handlers()
+    handler = next(handlers[cls] for cls in type(exc).__mro__
+                   if cls is not ValueError and cls in handlers)  # Exception's at worst
+    return handler(exc)
+
+
 def _invalid_body(exc: ValidationError) -> Response:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "body"

@@ -1,5 +1,11 @@
 """Request and response helpers every feature's routes share: the caller, the body, the
-query parameters (limit, cursor, times) and the JSON answer."""
+query parameters (limit, cursor, times) and the JSON answer.
+
+The app imports this module at cold start for the body and path checks and the JSON
+answer, before it knows which feature a request needs; so the shared clients, the rate
+limiter, paging and settings (which bring pydantic and the store) are imported by the
+helpers that use them, on the first request that does.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,6 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 
-from cordum.gateway.core import deps, ratelimit
 from cordum.gateway.core.auth import Principal
 from cordum.gateway.core.errors import (
     Forbidden,
@@ -22,15 +27,14 @@ from cordum.gateway.core.errors import (
     Throttled,
     Unauthorized,
 )
-from cordum.gateway.core.models import MAX_BODY_BYTES_ENV, max_body_bytes
-from cordum.gateway.core.paging import Position, parse_cursor
-from cordum.gateway.core.times import parse_time_us
 from cordum.labels import has_control_chars
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+
+    from cordum.gateway.core.paging import Position
 
 
 ADMIN = "admin"
@@ -52,8 +56,15 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
 
 
 def headers(event: BaseProxyEvent) -> dict[str, str]:
-    """The request's headers with lower-case names."""
-    return {k.lower(): v for k, v in (event.headers or {}).items()}
+    """The request's headers with lower-case names, built once per request (the caller's
+    authentication and the route both read them) and kept on the event: read them, never
+    change them."""
+    seen = vars(event)
+    lowered: dict[str, str] | None = seen.get("_cordum_headers")
+    if lowered is None:
+        lowered = seen["_cordum_headers"] = {k.lower(): v for k, v in
+                                            (event.headers or {}).items()}
+    return lowered
 
 
 def principal(event: BaseProxyEvent) -> Principal:
@@ -70,6 +81,8 @@ def principal_reading(event: BaseProxyEvent,
     """:func:`principal`, and the values of the keys ``keys_for(caller)`` names, read in
     the rate limiter's round trip; None when that round trip did not read them (limiting
     off, or Redis slow: the caller then reads them itself)."""
+    from cordum.gateway.core import deps, ratelimit
+
     hdrs = headers(event)
     try:
         who = deps.authenticator().authenticate(hdrs)
@@ -88,6 +101,7 @@ def _audit_refusal(event: BaseProxyEvent, hdrs: dict[str, str],
                    exc: Unauthorized | Forbidden) -> None:
     """``auth.failed``: who it was is unknown, so the credential is named by a digest
     (never itself), and the tenant asked for is only what the request claimed."""
+    from cordum.gateway.core import ratelimit
     from cordum.store.audit_trail import SYSTEM_TENANT, governance
 
     credential = ratelimit.key_id(_NOBODY, hdrs)
@@ -113,6 +127,7 @@ def _record_sampled(audit: Any, bucket: str) -> None:
     import logging
 
     from cordum import runtime
+    from cordum.gateway.core import deps
 
     try:
         runtime.run(deps.audit_trail().record_sampled(audit, bucket))
@@ -125,6 +140,8 @@ def reaches_every_tenant(event: BaseProxyEvent, probe_prefix: str) -> bool:
     ``*``): it is asked to authenticate for a fresh random tenant under
     ``probe_prefix``, which only such a key can."""
     import uuid
+
+    from cordum.gateway.core import deps
 
     probe = {**headers(event), "x-tenant-id": probe_prefix + uuid.uuid4().hex}
     probe.pop("x-cordum-tenant", None)
@@ -182,6 +199,8 @@ def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
 
 def bounded_body(event: BaseProxyEvent) -> None:
     """413 when the body is larger than the configured limit (CORDUM_MAX_BODY_BYTES)."""
+    from cordum.gateway.core.models import MAX_BODY_BYTES_ENV, max_body_bytes
+
     cap = max_body_bytes()
     if len((event.body or "").encode()) > cap:
         raise PayloadTooLarge(f"request body larger than {cap} bytes ({MAX_BODY_BYTES_ENV})")
@@ -234,12 +253,16 @@ def limit(event: BaseProxyEvent, default: int = 50, maximum: int = 1000) -> int:
 def cursor(event: BaseProxyEvent) -> Position | None:
     """The ``cursor`` query parameter as a position (None: the first page); 400 when it
     is none (:func:`~cordum.gateway.core.paging.parse_cursor`)."""
+    from cordum.gateway.core.paging import parse_cursor
+
     return parse_cursor(query(event, "cursor"))
 
 
 def time_query(event: BaseProxyEvent, name: str) -> int | None:
     """A time query parameter (``updated_after``, ...) in epoch µs; None when absent,
     400 when it is neither RFC 3339 nor an epoch number."""
+    from cordum.gateway.core.times import parse_time_us
+
     raw = query(event, name)
     if not raw:
         return None

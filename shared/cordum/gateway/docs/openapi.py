@@ -276,7 +276,11 @@ def _shape(method: str, path: str) -> tuple[str, str]:
 
 
 def registered_routes(app: ApiGatewayResolver) -> list[tuple[str, str]]:
-    """(METHOD, OpenAPI path) of every route the resolver serves."""
+    """(METHOD, OpenAPI path) of every route the resolver serves. The gateway's app
+    includes a feature's routes on its first request (``load_all`` includes them all)."""
+    load_all = getattr(app, "load_all", None)
+    if callable(load_all):
+        load_all()
     # powertools keeps its routes in these two lists and has no public accessor.
     routes = [*app._static_routes, *app._dynamic_routes]
     return sorted({(r.method.upper(), r.openapi_path) for r in routes})

@@ -154,8 +154,8 @@ class JobService:
             req.parent_job_id = origin.parent_job_id
             req.labels.update(origin.labels)
             req.meta.labels.update(origin.labels)
-        decision = await self._policy.decide(req, tenant,
-                                             payload=context_json(body, tenant).encode())
+        payload = context_json(body, tenant)  # asked of the policy, then stored
+        decision = await self._policy.decide(req, tenant, payload=payload.encode())
         verdict = decision.verdict
         if decision.outcome is SubmitOutcome.THROTTLE:
             # Nothing is stored: the event is the act's only record, sampled (one per key
@@ -171,7 +171,8 @@ class JobService:
         if decision.outcome is SubmitOutcome.DENY:
             await self._deny(principal, body, req, trace_id, decision, claim)
         if decision.outcome is SubmitOutcome.APPROVAL:
-            job = new_job(body, req, trace_id, JobState.APPROVAL_REQUIRED, dict(decision.fields))
+            job = new_job(body, req, trace_id, JobState.APPROVAL_REQUIRED, dict(decision.fields),
+                          payload)
             await self._create(job, audit=self._audit.script_parts(self._submit_event(
                 "job.submit.gated", principal, body, job_id, verdict.reason, decision)))
             if claim:
@@ -179,7 +180,7 @@ class JobService:
             # Not announced: the approval endpoint publishes it once a human said yes.
             return Submitted(job_id, trace_id, APPROVAL_REQUIRED_STATUS,
                              verdict.reason or "approval required")
-        job = new_job(body, req, trace_id)
+        job = new_job(body, req, trace_id, context=payload)
         await self._create(job)
         if not claim:
             await self._announce(job, req)

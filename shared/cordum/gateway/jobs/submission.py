@@ -65,8 +65,9 @@ def context_json(body: SubmitJobRequest, tenant: str) -> str:
 
 def new_job(body: SubmitJobRequest, req: protocol.JobRequest, trace_id: str,
             state: JobState = JobState.PENDING,
-            fields: dict[str, str] | None = None) -> NewJob:
-    """What the store keeps of an accepted request (payload, request, meta)."""
+            fields: dict[str, str] | None = None, context: str | None = None) -> NewJob:
+    """What the store keeps of an accepted request (payload, request, meta); ``context``
+    is :func:`context_json` of the body when the caller has it already."""
     from google.protobuf import json_format
 
     tenant = req.tenant_id
@@ -90,7 +91,7 @@ def new_job(body: SubmitJobRequest, req: protocol.JobRequest, trace_id: str,
         trace_id=trace_id,
         tenant=tenant,
         topic=body.topic,
-        context=context_json(body, tenant),
+        context=context_json(body, tenant) if context is None else context,
         request=json_format.MessageToJson(req, indent=None),
         meta={k: v for k, v in meta.items() if v},
         state=state,
