@@ -123,6 +123,8 @@ def test_request_is_dispatched_to_the_worker_subject_and_recorded_running(harnes
     # Straight from the bus (no gateway): the job starts PENDING.
     assert [json.loads(e)["state"] for e in events] == [
         "PENDING", "SCHEDULED", "DISPATCHED", "RUNNING"]
+    # RUNNING and the job lock's release are one script: the lock is gone with it.
+    assert loop.run_until_complete(h.redis.exists(f"cordum:scheduler:job:job-{h.unique}")) == 0
 
 
 def test_redelivered_request_of_a_running_job_is_a_no_op(harness):

@@ -20,10 +20,10 @@ from cordum.errors import RetryAfter
 from cordum.metrics import METRICS
 from cordum.safety.client import Decision, SafetyVerdict
 from cordum.scheduler.constraints import apply_constraints, parse_constraints, safety_meta
-from cordum.scheduler.errors import NoWorkers, UnparseableRecord
+from cordum.scheduler.errors import NoWorkers
 from cordum.scheduler.packets import Outcome, decode, tenant_of
-from cordum.scheduler.step_jobs import check_step_job
-from cordum.store.errors import StoreError
+from cordum.scheduler.step_jobs import check_owner, check_step_job
+from cordum.store.errors import InvalidTransition, StoreError
 from cordum.store.jobs import NO_STATE, TERMINAL_STATES, JobState, meta_key, now_us
 
 if TYPE_CHECKING:
@@ -32,30 +32,13 @@ if TYPE_CHECKING:
     from cordum.scheduler.policy import EnginePolicy
     from cordum.scheduler.ports import EnginePorts
     from cordum.scheduler.transitions import StateWriter
+    from cordum.store.locks import Lease
 
 log = logging.getLogger(__name__)
 
 DISPATCHABLE_FROM = (NO_STATE, JobState.PENDING, JobState.SCHEDULED, JobState.RETRYING,
                      JobState.APPROVAL_REQUIRED)
 """A request in any other state was dispatched already or is over: redelivery is a no-op."""
-
-
-def check_owner(req: protocol.JobRequest, tenant: str, meta: Mapping[str, str]) -> None:
-    """Refuse a request whose job id is stored with another tenant or topic.
-
-    The gateway, the approval and the replayer re-send a stored job with its
-    own tenant and topic; a packet that differs would take over (or fail)
-    someone else's job. Nothing of the job is touched and the record goes to
-    the queue's DLQ (``UnparseableRecord``), not under the job's id.
-    """
-    stored_tenant, stored_topic = meta.get("tenant", ""), meta.get("topic", "").strip()
-    if (stored_tenant and stored_tenant != tenant) or (stored_topic
-                                                      and stored_topic != req.topic):
-        METRICS.count("requests_rejected", reason="job_id_conflict")
-        log.error("refusing job request %s: tenant %r topic %r, the stored job has "
-                  "tenant %r topic %r", req.job_id, tenant, req.topic, stored_tenant,
-                  stored_topic)
-        raise UnparseableRecord(f"job {req.job_id} exists with another tenant or topic")
 
 
 class Dispatcher:
@@ -103,11 +86,11 @@ class Dispatcher:
         async with self._locks.job_lock(req.job_id, deadline=runtime.invocation_deadline.get(),
                                         read=meta_key(req.job_id)) as lease:
             METRICS.observe_ms("job_lock_wait", (time.monotonic() - started) * 1000)
-            return await self._process(req, trace_id, started, lease.data)
+            return await self._process(req, trace_id, started, lease.data, lease)
 
     async def _process(self, req: protocol.JobRequest, trace_id: str,
-                       started: float | None = None,
-                       meta: dict[str, str] | None = None) -> Outcome:
+                       started: float | None = None, meta: dict[str, str] | None = None,
+                       lease: Lease | None = None) -> Outcome:
         job_id, tenant = req.job_id, tenant_of(req)
         if meta is None:
             try:
@@ -129,7 +112,9 @@ class Dispatcher:
                 # request says whose job it is, so its tenant can look it up.
                 await self._own_tombstone(req, tenant, trace_id)
             return Outcome(job_id, "noop", state, "terminal")
-        base = {"topic": req.topic, "tenant": tenant, "trace_id": trace_id}
+        # The request's own fields, less those the stored meta holds as they are.
+        base = {k: v for k, v in (("topic", req.topic), ("tenant", tenant),
+                                  ("trace_id", trace_id)) if meta.get(k) != v}
         workflow_id = req.workflow_id.strip()
         if workflow_id and not meta.get("workflow_id"):
             # Returned by every later transition: the result path learns from it,
@@ -201,19 +186,18 @@ class Dispatcher:
         except Exception as exc:  # routing can never succeed as configured
             code = getattr(exc, "reason_code", "dispatch_failed")
             return await self._fail(job_id, JobState.FAILED, str(exc), code, req.topic, fields)
-        return await self._dispatch(req, trace_id, subject, attempts, fields, started)
+        return await self._dispatch(req, trace_id, subject, attempts, fields, started, lease)
 
     async def _dispatch(self, req: protocol.JobRequest, trace_id: str, subject: str,
                         attempts: int, fields: Mapping[str, str],
-                        started: float | None) -> Outcome:
+                        started: float | None, lease: Lease | None) -> Outcome:
         job_id = req.job_id
         worker_id = protocol.worker_of_subject(subject)
         # DISPATCHED is recorded before the publish, so a crash after it leaves a
         # job the reconciler can see; a failed publish rolls back to SCHEDULED.
         applied = await self._writer.transition(
             job_id, [JobState.SCHEDULED, JobState.DISPATCHED], DISPATCHABLE_FROM,
-            {**fields, "worker_id": worker_id},
-        )
+            {**fields, "worker_id": worker_id})
         if not applied:
             return Outcome(job_id, "noop", detail="already dispatched or finished")
         packet = protocol.packet(trace_id=trace_id or job_id,
@@ -230,8 +214,23 @@ class Dispatcher:
         if started is not None:
             METRICS.observe_ms("dispatch_latency", (time.monotonic() - started) * 1000,
                                topic=req.topic)
-        await self._writer.transition(job_id, [JobState.RUNNING], (JobState.DISPATCHED,), {})
+        await self._running(job_id, lease)
         return Outcome(job_id, "dispatched", JobState.RUNNING.value, worker_id)
+
+    async def _running(self, job_id: str, lease: Lease | None) -> bool:
+        """DISPATCHED -> RUNNING after the publish; a held lease is released by the same script."""
+        if lease is None or lease.lost:
+            return await self._writer.transition(job_id, [JobState.RUNNING],
+                                                 (JobState.DISPATCHED,), {})
+        try:
+            return (await lease.release_with(lambda key, token: self._store.transition_release(
+                job_id, [JobState.RUNNING], only_from=(JobState.DISPATCHED,), lock_key=key,
+                token=token))).applied
+        except InvalidTransition as exc:  # as StateWriter.transition answers one
+            log.warning("%s", exc)
+            return False
+        except StoreError as exc:
+            raise RetryAfter(str(exc), self._policy.retry_store_s) from exc
 
     async def decide(self, req: protocol.JobRequest, tenant: str,
                      meta: Mapping[str, str]) -> tuple[SafetyVerdict, dict[str, str]]:

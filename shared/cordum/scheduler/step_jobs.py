@@ -1,5 +1,6 @@
-"""The scheduler's side of workflow step job ids (:mod:`cordum.step_job_ids`, the
-records in :mod:`cordum.store.step_jobs`)."""
+"""Whose job a request's id names: the stored job's owner (:func:`check_owner`) and the
+scheduler's side of workflow step job ids (:mod:`cordum.step_job_ids`, the records in
+:mod:`cordum.store.step_jobs`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from cordum.store.errors import StoreError
 from cordum.store.step_jobs import StepJobRecord, step_job_key
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from cordum import protocol
     from cordum.store.jobs import JobStore
 
@@ -53,3 +56,21 @@ async def check_step_job(store: JobStore, req: protocol.JobRequest, tenant: str,
     log.error("refusing job request %s (tenant %r, topic %r): %s", req.job_id, tenant,
               req.topic, why)
     raise UnparseableRecord(f"step job {req.job_id}: {why}")
+
+
+def check_owner(req: protocol.JobRequest, tenant: str, meta: Mapping[str, str]) -> None:
+    """Refuse a request whose job id is stored with another tenant or topic.
+
+    The gateway, the approval and the replayer re-send a stored job with its
+    own tenant and topic; a packet that differs would take over (or fail)
+    someone else's job. Nothing of the job is touched and the record goes to
+    the queue's DLQ (``UnparseableRecord``), not under the job's id.
+    """
+    stored_tenant, stored_topic = meta.get("tenant", ""), meta.get("topic", "").strip()
+    if (stored_tenant and stored_tenant != tenant) or (stored_topic
+                                                      and stored_topic != req.topic):
+        METRICS.count("requests_rejected", reason="job_id_conflict")
+        log.error("refusing job request %s: tenant %r topic %r, the stored job has "
+                  "tenant %r topic %r", req.job_id, tenant, req.topic, stored_tenant,
+                  stored_topic)
+        raise UnparseableRecord(f"job {req.job_id} exists with another tenant or topic")

@@ -329,6 +329,35 @@ class JobStore:
             raise StoreError(f"read {key}: {exc}") from exc
         return None if value is None else as_text(value)
 
+    async def transition_release(self, job_id: str, path: Iterable[JobState], *,
+                                 only_from: Iterable[str], lock_key: str,
+                                 token: str) -> tuple[TransitionResult, bool]:
+        """A move without fields, DLQ entry or audit event, then the release of the
+        job's lock (``lock_key`` while it holds ``token``), in one script
+        (``lua/transition_release.lua``): the holder's last write and its unlock cost
+        one round trip. Answers the move as :meth:`transition` does and whether the
+        lock was deleted; the move's checks are :meth:`transition`'s."""
+        script = self.__dict__.get("_transition_release")
+        if script is None:
+            from cordum.store.audit import with_audit
+
+            body = (_LUA / "transition.lua").read_text()
+            text = (_LUA / "transition_release.lua").read_text().replace(
+                "-- @transition.lua@", body)
+            script = self._transition_release = self._redis.register_script(with_audit(text))
+        states = [JobState(s).value for s in path]
+        meta_ttl = self.retention_s if JobState(states[-1]).terminal else META_TTL_S
+        keys = [meta_key(job_id), events_key(job_id), RECENT_KEY, DEADLINE_KEY,
+                dlq_entry_key(job_id), DLQ_INDEX_KEY, request_key(job_id), lock_key]
+        args = [job_id, now_us(), meta_ttl, ",".join(states), ",".join(only_from), "",
+                DLQ_TTL_S, "", 0, "", 0, token]
+        status, previous, workflow_id, released = await self._call(script, keys, args)
+        status, previous = as_text(status), as_text(previous)
+        if status == "invalid":
+            raise InvalidTransition(job_id, previous, states[-1])
+        return (TransitionResult(applied=status == "ok", previous=previous,
+                                 workflow_id=as_text(workflow_id)), bool(int(released)))
+
     async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         try:
             return await script(keys=keys, args=args)
