@@ -35,9 +35,8 @@ field ``output_safety``. A failed record write is logged, never raised: the
 decision itself has been made. The engine passes ``record=False`` and writes the
 record with the job's state instead (no extra round trip).
 
-:meth:`OutputChecker.prefetch` reads, in one round trip, what both phases need:
-the stored JobRequest (topic, tenant, labels), the result's size and its first
-:data:`PREFETCH_BYTES` (the whole of most results), so neither phase reads again.
+:meth:`OutputChecker.prefetch` reads, in one round trip, what both phases need
+(:mod:`cordum.scheduler.output_prefetch`), so neither phase reads again.
 """
 
 from __future__ import annotations
@@ -58,6 +57,8 @@ from cordum.safety.output_client import (
 )
 from cordum.safety.output_policy import OutputDecision
 from cordum.safety.output_service import MAX_CONTENT_BYTES
+from cordum.scheduler.output_prefetch import Prefetched, prefetch
+from cordum.store.output_records import OutputRecords
 from cordum.store.results import DECISION_TTL_S, decision_key, redacted_key
 from cordum.text import as_text
 
@@ -74,7 +75,6 @@ ASYNC_QUARANTINE_CODE = "output_quarantined_async"
 UNAVAILABLE_QUARANTINE_CODE = "output_check_unavailable"
 """DLQ error code of an output held past the hold limit, the kernel still unreachable."""
 DEFAULT_QUARANTINE_REASON = "output quarantined by policy"
-PREFETCH_BYTES = 64 * 1024
 REDACTED_TTL_S = 24 * 3600
 CONTENT_TYPE_LABEL = "content_type"
 
@@ -86,30 +86,7 @@ class OutputStore(Protocol):
     async def set(self, name: str, value: Any, ex: Any = None) -> Any: ...
     async def strlen(self, name: str) -> Any: ...
     def pipeline(self, transaction: bool = ...) -> Any: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Prefetched:
-    """What one pipelined read gave for a result (see :meth:`OutputChecker.prefetch`)."""
-
-    request: Any
-    """The stored JobRequest, None when absent or unreadable."""
-    size: int
-    head: bytes | None
-    """The result's first bytes (all of it when ``size <= PREFETCH_BYTES``; empty
-    when there is no result); None when the result was not read."""
-
-    @property
-    def content(self) -> bytes | None:
-        """The whole result when the prefetch holds it (None: read it yourself)."""
-        if self.head is not None and len(self.head) >= self.size:
-            return self.head or None
-        return None
-
-    @property
-    def missing(self) -> bool:
-        """The result was read and is not there."""
-        return self.head == b"" and self.size == 0
+    def register_script(self, script: str) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,40 +126,12 @@ class OutputChecker:
     def __init__(self, client: OutputPolicyClient, store: OutputStore) -> None:
         self.client = client
         self.store = store
+        self.records = OutputRecords(store)
 
     async def prefetch(self, job_id: str, result_ptr: str) -> Prefetched:
-        """The stored request, the result's size and head, in one round trip.
-
-        A failed read gives an empty prefetch (the checks then see no request and
-        read the result themselves), never an error.
-        """
-        from google.protobuf import json_format
-
-        from cordum.store.jobs import request_key
-
-        try:
-            pipe = self.store.pipeline(transaction=False)
-            pipe.get(request_key(job_id))
-            if result_ptr:
-                key = protocol.key_from_pointer(result_ptr)
-                pipe.strlen(key)
-                pipe.getrange(key, 0, PREFETCH_BYTES - 1)
-            replies = await pipe.execute()
-        except Exception as exc:
-            log.warning("job %s: output prefetch failed: %s", job_id, exc)
-            return Prefetched(None, 0, None)
-        request = None
-        if replies[0] is not None:
-            try:
-                request = json_format.Parse(as_text(replies[0], "replace"),
-                                            protocol.JobRequest(), ignore_unknown_fields=True)
-            except json_format.ParseError as exc:
-                log.warning("job %s: stored request unreadable: %s", job_id, exc)
-        if not result_ptr:
-            return Prefetched(request, 0, None)
-        head = replies[2] or b""
-        return Prefetched(request, int(replies[1] or 0),
-                          head.encode() if isinstance(head, str) else head)
+        """The stored request, the result's size and head, in one round trip; a failed
+        read gives an empty prefetch, never an error."""
+        return await prefetch(self.records, job_id, result_ptr)
 
     async def sync_check(self, res: Any, topic: str, tenant: str, *,
                          labels: Mapping[str, str] | None = None,

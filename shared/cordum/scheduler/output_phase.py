@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +19,8 @@ from cordum import protocol, runtime
 from cordum.errors import RetryAfter
 from cordum.metrics import METRICS
 from cordum.safety.output_client import CONTENT_TIMEOUT_S
+from cordum.safety.output_policy import OutputDecision
 from cordum.scheduler.output_check import ASYNC_QUARANTINE_CODE, UNAVAILABLE_QUARANTINE_CODE
-from cordum.scheduler.packets import tenant_of
 from cordum.store.audit_trail import AuditTrail, governance, process_hmac_key
 from cordum.store.errors import InvalidTransition, StoreError
 from cordum.store.held_outputs import HeldOutputs
@@ -32,7 +32,8 @@ OUTPUT_POLICY_ACTOR = "system:output-policy"
 
 if TYPE_CHECKING:
     from cordum.bus.publisher import BusPublisher
-    from cordum.scheduler.output_check import OutputChecker, OutputVerdict, Prefetched
+    from cordum.scheduler.output_check import OutputChecker, OutputVerdict
+    from cordum.scheduler.output_prefetch import Prefetched
     from cordum.scheduler.policy import EnginePolicy
     from cordum.scheduler.ports import EnginePorts
     from cordum.scheduler.transitions import StateWriter
@@ -53,6 +54,12 @@ class OutputScan:
     result_ptr: str
     prefetched: Prefetched
     verdict: OutputVerdict
+    record: str = field(init=False, repr=False, compare=False)
+    """The verdict's record as JSON, encoded once: the meta field and the decision key
+    carry the same document."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "record", self.verdict.record_json())
 
     @property
     def request(self) -> protocol.JobRequest | None:
@@ -60,17 +67,14 @@ class OutputScan:
 
     def fields(self) -> dict[str, str]:
         """The job meta fields that carry the decision (Cordum's ``output_safety``)."""
-        return {"output_safety": self.verdict.record_json(),
-                "output_decision": self.verdict.decision.value}
+        return {"output_safety": self.record, "output_decision": self.verdict.decision.value}
 
     def records(self) -> dict[str, tuple[str, int]]:
-        return {decision_key(self.job_id): (self.verdict.record_json(), DECISION_TTL_S)}
+        return {decision_key(self.job_id): (self.record, DECISION_TTL_S)}
 
     def audit_event(self) -> AuditEvent | None:
         """The audit event of the output policy's act on this job: a quarantine or a
         redaction (None for any other decision). The actor is the output policy."""
-        from cordum.safety.output_policy import OutputDecision
-
         verdict = self.verdict
         if verdict.quarantine:
             kind = "output.quarantine"
@@ -119,7 +123,7 @@ class OutputPhase:
         """The metadata check of a SUCCEEDED result, before its state is written."""
         started = time.monotonic()
         pre = await self._checker.prefetch(res.job_id, res.result_ptr)
-        topic, tenant, labels = _asked(pre)
+        topic, tenant, labels = pre.asked()
         verdict = await self._checker.sync_check(res, topic, tenant, labels=labels,
                                                  prefetched=pre, record=False)
         self._metrics(verdict, topic, started)
@@ -157,7 +161,7 @@ class OutputPhase:
                        *, give_up_s: float | None = None) -> ContentOutcome:
         """The content scan of ``result_ptr`` and what it decides, applied."""
         started = time.monotonic()
-        topic, tenant, labels = _asked(pre)
+        topic, tenant, labels = pre.asked()
         verdict = await self._checker.async_check(
             job_id, topic, tenant, result_ptr, labels=labels, timeout_s=timeout_s,
             prefetched=pre, record=False)
@@ -176,7 +180,7 @@ class OutputPhase:
         if verdict.result_ptr and verdict.result_ptr != result_ptr:
             fields["result_ptr"] = verdict.result_ptr
         try:
-            await self._store.put_records(job_id, fields, done.records())
+            await self._checker.records.record(job_id, fields, done.records())
         except StoreError as exc:  # the decision stands; only its record is missing
             log.warning("job %s: output decision not recorded: %s", job_id, exc)
             return ContentOutcome.UNRECORDED
@@ -225,8 +229,6 @@ class OutputPhase:
 
     async def audit(self, job_id: str, verdict: OutputVerdict) -> None:
         """The decision on ``sys.audit.output_policy``, best effort."""
-        from cordum.safety.output_policy import OutputDecision
-
         status = (protocol.JobStatus.JOB_STATUS_SUCCEEDED
                   if verdict.decision is OutputDecision.REDACT
                   else protocol.JobStatus.JOB_STATUS_DENIED)
@@ -249,12 +251,3 @@ class OutputPhase:
             METRICS.count("output_policy_quarantined", topic=topic)
         METRICS.observe_ms("output_check_latency", (time.monotonic() - started) * 1000,
                            topic=topic, phase=verdict.phase)
-
-
-
-def _asked(pre: Prefetched) -> tuple[str, str, dict[str, str]]:
-    """The topic, tenant and labels a result is checked with: its stored request's."""
-    req = pre.request
-    if req is None:
-        return "unknown", "", {}
-    return req.topic or "unknown", tenant_of(req), dict(req.labels)
