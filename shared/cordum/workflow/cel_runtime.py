@@ -15,9 +15,13 @@ from typing import Any
 
 import celpy
 from celpy import celtypes
-from celpy.evaluation import CELUnsupportedError
+from celpy.evaluation import CELUnsupportedError, Evaluator
 
+from cordum.workflow.cel_closures import Closure, closure
 from cordum.workflow.value_kinds import value_kind
+
+CEL_ERROR = celpy.CELEvalError
+"""An error value of an evaluation: raised when it is the program's answer."""
 
 EVAL_ERRORS: tuple[type[Exception], ...] = (
     celpy.CELEvalError,
@@ -77,6 +81,12 @@ class CelRuntime:
     def compile(self, cel_text: str) -> celpy.Runner:
         """The interpreted program of CEL text (CompiledRunner would exec generated Python)."""
         return self.env.program(self.env.compile(cel_text), functions=self.functions)
+
+    def closure(self, runner: celpy.Runner, names: frozenset[str]) -> Closure | None:
+        """The program as closures (:mod:`cordum.workflow.cel_closures`), None when it
+        has a node they do not cover; ``names``: the variables each evaluation binds."""
+        evaluator = Evaluator(ast=runner.ast, activation=runner.new_activation())
+        return closure(runner.ast, self.functions, evaluator, names)
 
     # Conversions. Scope values are converted one level at a time, as they are read,
     # so a large run context costs nothing for the parts an expression never touches.

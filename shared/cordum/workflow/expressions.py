@@ -3,8 +3,10 @@
 Definitions are written for Cordum, whose expressions are expr-lang. Each expression is
 translated to CEL (exprlang.py: parsed with expr-lang's precedence, written back fully
 parenthesised, string literals re-encoded rather than edited) and run by cel-python's
-tree interpreter with expr-lang's operator semantics bound over CEL's (cel_runtime.py).
-Never Python's eval.
+tree interpreter with expr-lang's operator semantics bound over CEL's (cel_runtime.py);
+a program of the shapes templates mostly take (names, literals, indexing, binary
+operators) runs as closures made once from its tree instead (cel_closures.py), with
+the interpreter's answers and a twentieth of its cost. Never Python's eval.
 
 cel-python is imported on the first evaluation, not with this module: a workflow event
 whose run has no condition or template never pays for loading it. Compiled programs are
@@ -52,12 +54,17 @@ def evaluate(expr: str, scope: Mapping[str, Any]) -> Any:
     if path is not None:
         return _follow(expr, path, scope)
     program = _compile(expr)
-    from cordum.workflow.cel_runtime import EVAL_ERRORS
+    from cordum.workflow.cel_runtime import CEL_ERROR, EVAL_ERRORS
 
     runtime = _runtime()
     activation = {alias: runtime.cel(scope.get(name)) for name, alias in program.names}
     try:
-        result = program.runner.evaluate(activation)
+        if program.fast is None:
+            result = program.runner.evaluate(activation)
+        else:  # the same answer as the interpreter's, without its walk of the tree
+            result = program.fast(activation)
+            if isinstance(result, CEL_ERROR):
+                raise result
     except EVAL_ERRORS as exc:
         raise ExpressionError(f"cannot evaluate {_quote(expr)}: {_reason(exc)}") from exc
     except RecursionError as exc:
@@ -224,6 +231,8 @@ class _Program:
     """celpy Runner of the CEL text."""
     names: tuple[tuple[str, str], ...]
     """(scope name, CEL variable) for every name the expression reads."""
+    fast: Any = None
+    """The program as closures (:mod:`cordum.workflow.cel_closures`), when they cover it."""
 
 
 @lru_cache(maxsize=_PROGRAM_CACHE)
@@ -238,7 +247,8 @@ def _compile(expr: str) -> _Program:
         runner = _runtime().compile(translation.cel)
     except PARSE_ERRORS as exc:  # the translation is checked, so only limits land here
         raise ExpressionError(f"cannot compile {_quote(expr)}: {_reason(exc)}") from exc
-    return _Program(runner, translation.names)
+    fast = _runtime().closure(runner, frozenset(alias for _, alias in translation.names))
+    return _Program(runner, translation.names, fast)
 
 
 @lru_cache(maxsize=1)

@@ -207,7 +207,7 @@ class TimelineEvent:
 
 def _fields_of(obj: Any) -> dict[str, Any]:
     """A run dataclass as JSON-ready values (statuses as their text), one level deep."""
-    out = {f.name: getattr(obj, f.name) for f in fields(obj)}
+    out = {name: getattr(obj, name) for name, _ in _field_table(type(obj))}
     if "status" in out and isinstance(out["status"], StrEnum):
         out["status"] = out["status"].value
     return out
@@ -217,11 +217,25 @@ def _known(cls: type, d: dict[str, Any]) -> dict[str, Any]:
     """The keys of ``d`` that are fields of ``cls``; keys written by other versions are
     dropped, missing ones take their defaults. JSON nulls for text fields read as ""."""
     out: dict[str, Any] = {}
-    for f in fields(cls):
-        if f.name not in d:
+    for name, text_default in _field_table(cls):
+        if name not in d:
             continue
-        value = d[f.name]
-        if value is None and f.default == "":
+        value = d[name]
+        if value is None and text_default:
             value = ""
-        out[f.name] = value
+        out[name] = value
     return out
+
+
+_FIELD_TABLES: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _field_table(cls: type) -> tuple[tuple[str, bool], ...]:
+    """(name, whether its default is "") of each field of a run dataclass, read once per
+    class: ``dataclasses.fields`` rebuilds its tuple on every call, and a run's steps
+    are read and written on every event."""
+    table = _FIELD_TABLES.get(cls)
+    if table is None:
+        table = tuple((f.name, f.default == "") for f in fields(cls))
+        _FIELD_TABLES[cls] = table
+    return table

@@ -48,7 +48,7 @@ from cordum.workflow.outbox_entries import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
     from typing import Any
 
     from cordum.bus.publisher import JobPublisher
@@ -149,12 +149,16 @@ class OutboxRunner:
         self._spawn = spawn
         self._tell = tell
 
-    async def perform(self, run: WorkflowRun, outbox: Sequence[Entry]) -> None:
-        """Every entry, in order; a failed publish raises (the outbox stays for a retry)."""
+    async def perform(self, run: WorkflowRun, outbox: Sequence[Entry], *,
+                      requests: Mapping[str, protocol.JobRequest] | None = None) -> None:
+        """Every entry, in order; a failed publish raises (the outbox stays for a retry).
+        ``requests``: step job id -> its request as :func:`job_request` made it for
+        this run already (hashed for the save), so it is not built twice."""
         for entry in outbox:
             match entry:
                 case PublishJob():
-                    await self._publish_job(run, entry)
+                    req = (requests or {}).get(entry.job_id) or job_request(run, entry)
+                    await self._publish_job(run, entry, req)
                 case CancelJob(job_id=job_id):
                     notice = protocol.JobCancel(job_id=job_id, reason=CANCEL_REASON,
                                                 requested_by=SENDER)
@@ -203,8 +207,8 @@ class OutboxRunner:
         except Exception as exc:
             log.warning("run %s: news not published: %s", run.id, exc)
 
-    async def _publish_job(self, run: WorkflowRun, job: PublishJob) -> None:
-        req = job_request(run, job)
+    async def _publish_job(self, run: WorkflowRun, job: PublishJob,
+                           req: protocol.JobRequest) -> None:
         await self._publisher.publish_durable(
             protocol.SUBJECT_SUBMIT,
             protocol.packet(trace_id=run.id, sender_id=SENDER, job_request=req),

@@ -25,6 +25,7 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from cordum.approval import job_hash
 from cordum.bus.workflow_events import RunEvent
 from cordum.errors import RetryAfter
 from cordum.step_job_ids import parse_step_job_id
@@ -42,7 +43,7 @@ from cordum.workflow.model import (
     WorkflowRun,
     step_runs,
 )
-from cordum.workflow.outbox import OutboxRunner, contexts_of, request_hash
+from cordum.workflow.outbox import OutboxRunner, contexts_of, job_request
 from cordum.workflow.outbox_entries import (
     PublishJob,
     QueueTimer,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 
     from cordum.bus.publisher import JobPublisher
     from cordum.bus.workflow_events import RunEventSink
+    from cordum.protocol import JobRequest
     from cordum.store.jobs import AuditParts
     from cordum.store.locks import Lease
     from cordum.store.step_jobs import StoredJobEnd
@@ -179,7 +181,8 @@ class WorkflowRunner:
             if parent:
                 outbox.append(TellParent(str(parent)))  # the parent's step waits on this run
             await self.store.save(run, timeline=effects.timeline,
-                                  outbox=encode(outbox) or None, timer_at=None)
+                                  outbox=encode(outbox) or None, timer_at=None,
+                                  lease=locked.lease)
             locked.lease.release_also.clear()
             if outbox:
                 await self._carry_out(locked.lease, run, outbox)
@@ -215,18 +218,20 @@ class WorkflowRunner:
         if news is not None:  # last: the stream hears of the jobs once they are sent
             outbox.append(news)
         step_jobs = [entry for entry in outbox if isinstance(entry, PublishJob)]
+        # Each step job's request, built once: hashed for the save, then published.
+        requests = {sent.job_id: job_request(run, sent) for sent in step_jobs}
         await self.store.save(
             run, timeline=effects.timeline, outbox=encode(outbox) or None,
-            jobs={sent.job_id: (sent.step_id, request_hash(run, sent))
+            jobs={sent.job_id: (sent.step_id, job_hash(requests[sent.job_id]))
                   for sent in step_jobs} or None,
             contexts=contexts_of(step_jobs) or None,
             timer_at=timer_at if timer_at != timer_before else ..., document=document,
-            audit=audit)
+            audit=audit, lease=lease)
         # The save wrote this event's outbox over any leftover (or deleted it): only
         # what is carried out from here on may be deleted with the lock.
         lease.release_also.clear()
         if outbox:
-            await self._carry_out(lease, run, outbox)
+            await self._carry_out(lease, run, outbox, requests)
         return True
 
     async def _decide(self, run: WorkflowRun, wf: Workflow, kind: str,
@@ -326,9 +331,10 @@ class WorkflowRunner:
         return {job_id: job_ends.stored_end(job_id, end, output_policy=output_policy)
                 for job_id, end in stored.items()}
 
-    async def _carry_out(self, lease: Lease, run: WorkflowRun, outbox: list[Entry]) -> None:
+    async def _carry_out(self, lease: Lease, run: WorkflowRun, outbox: list[Entry],
+                         requests: Mapping[str, JobRequest] | None = None) -> None:
         try:
-            await self._outbox.perform(run, outbox)
+            await self._outbox.perform(run, outbox, requests=requests)
         except Exception as exc:
             # Saved with the run: the next event (or the reconciler) carries it out.
             raise RetryAfter(f"run {run.id}: outbox not carried out: {exc}", RETRY_S) from exc

@@ -4,7 +4,8 @@ A run is written whole, together with everything that must change with it, in on
 MULTI: its indexes, the open/active sets, new timeline events, the effects still to
 carry out (the outbox), its step jobs' mappings and contexts, and its timer. A
 reader therefore never sees a run whose jobs cannot be traced back to it, nor a
-dispatched step whose context is missing.
+dispatched step whose context is missing. A save made under the run's lock checks the
+lock's token in the same script: a holder whose lease ran out writes nothing.
 
 Tenancy: a run's key does not name its tenant (run ids are server-made uuids), so
 every read by tenant checks the run's ``org_id`` and answers "not found" for another
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
 from cordum.store.audit import with_audit
+from cordum.store.errors import StoreError
 from cordum.store.jobs import DATA_TTL_S, AuditParts, meta_key
 from cordum.store.locks import Lease, LockPolicy, LockScripts, TtlHoldLock
 from cordum.store.results import redacted_key
@@ -133,9 +135,13 @@ class WorkflowStore:
                    jobs: Mapping[str, str | tuple[str, str]] | None = None,
                    contexts: Mapping[str, str] | None = None,
                    timer_at: float | None | EllipsisType = ...,
-                   document: str | None = None, audit: AuditParts | None = None) -> None:
+                   document: str | None = None, audit: AuditParts | None = None,
+                   lease: Lease | None = None) -> None:
         """Write the run and what changes with it in one script (``lua/save_run.lua``).
         ``document``: the run's JSON when the caller has it already (else it is encoded).
+        ``lease``: the run lock it is saved under; the script writes nothing, and
+        :class:`LockLost` is raised, when the lock no longer holds its token (the lease
+        ran out, or another holder took the run meanwhile).
 
         ``outbox``: the effects still to carry out (None or empty: none). ``jobs``:
         job id -> its step path, or (step path, hash of the request the engine sends:
@@ -161,6 +167,7 @@ class WorkflowStore:
                      keys.workflow_runs_key(run.org_id, run.workflow_id),
                      keys.tenant_runs_key(run.org_id), keys.OPEN_RUNS_KEY,
                      keys.active_runs_key(run.org_id), keys.TIMERS_KEY,
+                     keys.run_lock_key(run.id),
                      *[keys.job_run_key(job_id) for job_id in (jobs or {})],
                      *[protocol.context_key(job_id) for job_id in (contexts or {})]]
         audit_keys, audit_args = audit or ([], [])
@@ -171,10 +178,13 @@ class WorkflowStore:
             "1" if terminal else "0", keys.RUN_TTL_S, time_us(run.updated_at),
             keys.TIMELINE_MAX, timer, keys.timer_member(run.workflow_id, run.id),
             keys.JOB_MAP_TTL_S, DATA_TTL_S, len(job_docs), len(contexts or {}), len(timeline),
+            lease.token if lease is not None else "",
             len(audit_args), *audit_args, *job_docs, *(contexts or {}).values(),
             *[dumps(e.to_json()) for e in timeline]]
         with redis_errors(f"save run {run.id}"):
-            await self._save(keys=save_keys, args=args)
+            saved = await self._save(keys=save_keys, args=args)
+        if not int(saved):
+            raise LockLost(f"save run {run.id}: its lock is no longer this holder's")
         if not isinstance(timer_at, EllipsisType):
             self._remember_timer(run.id, None if timer_at is None else float(timer_at))
 
@@ -362,6 +372,10 @@ class LockedRun:
     """None when the run does not exist (no lock is held then)."""
     loaded: tuple[WorkflowRun, Workflow, list[dict[str, Any]] | None] | None
     job: StoredJobEnd | None
+
+
+class LockLost(StoreError):
+    """A save refused: the run lock it was made under is no longer the saver's."""
 
 
 class _NoRun(Exception):  # noqa: N818

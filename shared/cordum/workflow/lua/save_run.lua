@@ -1,25 +1,33 @@
 -- Save a run and everything that changes with it, in one step: the run, its outbox,
 -- its new timeline events (the last 1000 kept), its place in the run indexes (open or
--- not), its step jobs' mappings and inputs, and its timer.
+-- not), its step jobs' mappings and inputs, and its timer; and only while the run's
+-- lock still holds the saver's token, checked in the same step (a holder whose lease
+-- ran out must not write over the run the next holder reads).
 -- KEYS[1] wf:run:<run_id>  KEYS[2] wf:run:outbox:<run_id>  KEYS[3] wf:run:timeline:<run_id>
 -- KEYS[4] wf:run:def:<run_id>  KEYS[5] wf:runs:<tenant>:<workflow_id>  KEYS[6] wf:runs:org:<tenant>
 -- KEYS[7] wf:runs:open  KEYS[8] wf:runs:active:<tenant>  KEYS[9] cordum:wf:delay:timers
--- KEYS[10..] per step job: wf:run:job:<job id>, then per context: ctx:<id>
+-- KEYS[10] cordum:wf:run:lock:<run_id>
+-- KEYS[11..] per step job: wf:run:job:<job id>, then per context: ctx:<id>
 -- ARGV[1] run id  ARGV[2] run JSON  ARGV[3] outbox JSON ('' for none)
 -- ARGV[4] '1' when the run is terminal  ARGV[5] run TTL (s, when terminal)
 -- ARGV[6] score (updated_at, us)  ARGV[7] timeline cap  ARGV[8] timer: 'keep' | 'drop' | score
 -- ARGV[9] timer member  ARGV[10] job mapping TTL (s)  ARGV[11] context TTL (s)
 -- ARGV[12] n jobs  ARGV[13] n contexts  ARGV[14] n timeline events
--- ARGV[15] M, the number of audit arguments: 0 unless the save is a governance act (a
+-- ARGV[15] the run lock's token of the saving holder ('' for a save made without it)
+-- ARGV[16] M, the number of audit arguments: 0 unless the save is a governance act (a
 --         run cancelled through the API); else the last two KEYS are the tenant's audit
---         stream and head and ARGV[16..15+M] what audit_append takes after them (the
+--         stream and head and ARGV[17..16+M] what audit_append takes after them (the
 --         script is loaded after audit_chain.lua: store.audit.with_audit)
--- ARGV[16+M..] the jobs' mapping JSON, then the contexts' JSON, then the timeline events
--- Returns 1.
-local audited = tonumber(ARGV[15])
+-- ARGV[17+M..] the jobs' mapping JSON, then the contexts' JSON, then the timeline events
+-- Returns 1, or 0 (and writes nothing) when ARGV[15] is a token the lock no longer
+-- holds: the holder's lease ran out or another holder took the run since.
+if ARGV[15] ~= '' and redis.call('GET', KEYS[10]) ~= ARGV[15] then
+  return 0
+end
+local audited = tonumber(ARGV[16])
 if audited > 0 then
   -- Before any write: the run saved and its event, or neither.
-  audit_append(KEYS[#KEYS - 1], KEYS[#KEYS], unpack(ARGV, 16, 15 + audited))
+  audit_append(KEYS[#KEYS - 1], KEYS[#KEYS], unpack(ARGV, 17, 16 + audited))
 end
 local run_id, terminal, ttl = ARGV[1], ARGV[4] == '1', tonumber(ARGV[5])
 local score = ARGV[6]
@@ -38,13 +46,13 @@ else
   redis.call('DEL', KEYS[2])
 end
 local n_jobs, n_ctx, n_events = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
-local at = 16 + audited
+local at = 17 + audited
 for i = 1, n_jobs do
-  redis.call('SET', KEYS[9 + i], ARGV[at], 'EX', tonumber(ARGV[10]))
+  redis.call('SET', KEYS[10 + i], ARGV[at], 'EX', tonumber(ARGV[10]))
   at = at + 1
 end
 for i = 1, n_ctx do
-  redis.call('SET', KEYS[9 + n_jobs + i], ARGV[at], 'EX', tonumber(ARGV[11]))
+  redis.call('SET', KEYS[10 + n_jobs + i], ARGV[at], 'EX', tonumber(ARGV[11]))
   at = at + 1
 end
 if n_events > 0 then
