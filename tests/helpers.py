@@ -1,5 +1,6 @@
 """What many tests need: a bounded event-loop run, a poll on a condition, a free port, a
-safety kernel on it, API Gateway events and the gateway's answer, and job clean-up.
+safety kernel on it, the gateway configured with a test's keys, API Gateway events and the
+gateway's answer, and job clean-up.
 
 Imports of the library stay inside the functions that need them: a unit test that only
 wants ``run`` does not load gRPC or the gateway.
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    import pytest
+
     from cordum.protocol import BusPacket
     from cordum.safety.kernel_service import PolicyKernel
     from cordum.safety.policy_file import Policy
@@ -124,6 +127,33 @@ def gateway_process() -> Iterator[None]:
 CREATED: list[str] = []
 """Jobs the gateway accepted through :func:`call` (a POST answered with a job_id). A
 fixture that forgets the jobs of its test clears it before and after."""
+
+
+KEY_SOURCES = ("CORDUM_API_KEY", "CORDUM_API_KEYS_PATH", "CORDUM_API_KEYS_SSM_PARAMETER",
+               "CORDUM_API_KEYS_SECRET_ARN", "CORDUM_API_KEYS_SECRET_ID")
+"""The key sources besides CORDUM_API_KEYS: unset, so a test's keys are the only ones."""
+
+
+def use_gateway(monkeypatch: pytest.MonkeyPatch, keys: list[dict[str, str]], *,
+                redis_url: str = "", unset: tuple[str, ...] = (), **env: str) -> None:
+    """The gateway of this process with exactly ``keys``, the tests' Redis (or
+    ``redis_url``) and NATS, rate limiting off, ``env`` set and ``unset`` unset; its
+    cached settings, clients and services forgotten."""
+    from cordum import config, runtime
+    from cordum.gateway.core import deps
+    from tests.conftest import NATS_URL, REDIS_URL
+
+    monkeypatch.setenv("CORDUM_API_KEYS", json.dumps(keys))
+    for var in (*KEY_SOURCES, *unset):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("REDIS_URL", redis_url or REDIS_URL)
+    monkeypatch.setenv("NATS_URL", NATS_URL)
+    monkeypatch.setenv("CORDUM_RATE_LIMIT_RPS", "0")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config.settings.cache_clear()
+    deps.reset()
+    runtime.reset()
 
 
 def event(method: str, path: str, body: Any = None, *, key: str | None = None,

@@ -1,5 +1,6 @@
 """The gateway function behind a loopback HTTP server, as API Gateway hands it requests:
-what the tests of cordum-sdk's namespaces call the published client against."""
+what the tests of cordum-sdk's namespaces call the published client against; and the
+namespaces the client generates but does not list."""
 
 from __future__ import annotations
 
@@ -58,3 +59,12 @@ def loopback_gateway() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def namespace(client: Any, package: str) -> Any:
+    """The generated ``package``'s operations (``locks``, ``schemas``, ...) as a namespace of
+    ``client``: cordum-sdk 0.1.0 generates them but its client does not list them."""
+    from cordum_sdk._namespaces import ResourceNamespace, _load_package_operations
+
+    return ResourceNamespace(owner=client, namespace_name=package,
+                             operations=_load_package_operations(package), async_mode=False)

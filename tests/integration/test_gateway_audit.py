@@ -9,13 +9,11 @@ import json
 
 import pytest
 
-from cordum import config, runtime
+from cordum import runtime
 from cordum.gateway.audit import service as audit_service
-from cordum.gateway.core import deps
 from cordum.store.audit import AuditChain, AuditEntry, AuditEvent, parse_entry, stream_key
 from cordum.store.audit_trail import exported_key, hold_key
 from tests import helpers
-from tests.conftest import NATS_URL, REDIS_URL
 
 HMAC_HEX = "ab" * 32
 KEY = bytes.fromhex(HMAC_HEX)
@@ -29,21 +27,11 @@ class Api:
     def __init__(self, unique: str, monkeypatch: pytest.MonkeyPatch) -> None:
         self.unique = unique
         self.tenant = f"at-{unique}"
-        monkeypatch.setenv("CORDUM_API_KEYS", json.dumps([
+        helpers.use_gateway(monkeypatch, [
             {"key": ADMIN, "tenant": self.tenant, "role": "admin", "principal_id": "ops"},
             {"key": READER, "tenant": self.tenant, "role": "audit.read",
-             "principal_id": "auditor"}]))
-        for var in ("CORDUM_API_KEY", "CORDUM_API_KEYS_PATH", "CORDUM_API_KEYS_SSM_PARAMETER",
-                    "CORDUM_API_KEYS_SECRET_ARN", "CORDUM_API_KEYS_SECRET_ID",
-                    "CORDUM_AUDIT_HMAC_SECRET_ID"):
-            monkeypatch.delenv(var, raising=False)
-        monkeypatch.setenv("CORDUM_AUDIT_HMAC_KEY", HMAC_HEX)
-        monkeypatch.setenv("REDIS_URL", REDIS_URL)
-        monkeypatch.setenv("NATS_URL", NATS_URL)
-        monkeypatch.setenv("CORDUM_RATE_LIMIT_RPS", "0")
-        config.settings.cache_clear()
-        deps.reset()
-        runtime.reset()
+             "principal_id": "auditor"}],
+            unset=("CORDUM_AUDIT_HMAC_SECRET_ID",), CORDUM_AUDIT_HMAC_KEY=HMAC_HEX)
 
     @property
     def redis(self):  # type: ignore[no-untyped-def]

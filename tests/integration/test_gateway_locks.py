@@ -6,19 +6,17 @@ two clients contending at once with exactly one holder; the bad requests and the
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from datetime import datetime
 
 import pytest
 import redis.asyncio as aioredis
 
-from cordum import config, runtime
-from cordum.gateway.core import deps
+from cordum import runtime
 from cordum.store import resource_locks as store
 from cordum.store.resource_locks import ResourceLocks
 from tests import helpers
-from tests.conftest import NATS_URL, REDIS_URL
+from tests.conftest import REDIS_URL
 
 ADMIN = "locks-admin-key"
 AGENT_A = "locks-agent-a-key"
@@ -33,7 +31,7 @@ class Api:
         self.unique = unique
         self.tenant = f"lk-{unique}"
         self.other = f"lk-other-{unique}"
-        monkeypatch.setenv("CORDUM_API_KEYS", json.dumps([
+        helpers.use_gateway(monkeypatch, [
             {"key": ADMIN, "tenant": self.tenant, "role": "admin", "principal_id": "ops"},
             {"key": AGENT_A, "tenant": self.tenant, "role": "locks.write",
              "principal_id": "agent-a"},
@@ -43,16 +41,7 @@ class Api:
             {"key": USER, "tenant": self.tenant, "role": "user", "principal_id": "user"},
             {"key": "locks-other-admin", "tenant": self.other, "role": "admin",
              "principal_id": "agent-a"},
-            {"key": "locks-root", "tenant": "*", "role": "admin", "principal_id": "root"}]))
-        for var in ("CORDUM_API_KEY", "CORDUM_API_KEYS_PATH", "CORDUM_API_KEYS_SSM_PARAMETER",
-                    "CORDUM_API_KEYS_SECRET_ARN", "CORDUM_API_KEYS_SECRET_ID"):
-            monkeypatch.delenv(var, raising=False)
-        monkeypatch.setenv("REDIS_URL", REDIS_URL)
-        monkeypatch.setenv("NATS_URL", NATS_URL)
-        monkeypatch.setenv("CORDUM_RATE_LIMIT_RPS", "0")
-        config.settings.cache_clear()
-        deps.reset()
-        runtime.reset()
+            {"key": "locks-root", "tenant": "*", "role": "admin", "principal_id": "root"}])
 
     def call(self, method: str, path: str, body: object = None, *, key: str = AGENT_A,
              tenant: str | None = None, query: dict[str, str] | None = None,

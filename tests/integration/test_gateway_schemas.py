@@ -9,14 +9,13 @@ import json
 
 import pytest
 
-from cordum import config, runtime
-from cordum.gateway.core import deps
+from cordum import runtime
 from cordum.gateway.core.input_schemas import InputSchemaViolation, check_submit
 from cordum.gateway.schema_registry import service as registry_service
 from cordum.store import schema_registry as keys
 from cordum.store.audit import parse_entry, stream_key
 from tests import helpers
-from tests.conftest import NATS_URL, REDIS_URL
+from tests.conftest import REDIS_URL
 
 ADMIN = "schemas-admin-key"
 VIEWER = "schemas-viewer-key"
@@ -30,20 +29,11 @@ class Api:
     def __init__(self, unique: str, monkeypatch: pytest.MonkeyPatch) -> None:
         self.unique = unique
         self.tenant = f"sr-{unique}"
-        monkeypatch.setenv("CORDUM_API_KEYS", json.dumps([
+        helpers.use_gateway(monkeypatch, [
             {"key": ADMIN, "tenant": self.tenant, "role": "admin", "principal_id": "ops"},
             {"key": VIEWER, "tenant": self.tenant, "role": "viewer", "principal_id": "v"},
             {"key": WRITER, "tenant": self.tenant, "role": "schemas.write",
-             "principal_id": "w"}]))
-        for var in ("CORDUM_API_KEY", "CORDUM_API_KEYS_PATH", "CORDUM_API_KEYS_SSM_PARAMETER",
-                    "CORDUM_API_KEYS_SECRET_ARN", "CORDUM_API_KEYS_SECRET_ID"):
-            monkeypatch.delenv(var, raising=False)
-        monkeypatch.setenv("REDIS_URL", REDIS_URL)
-        monkeypatch.setenv("NATS_URL", NATS_URL)
-        monkeypatch.setenv("CORDUM_RATE_LIMIT_RPS", "0")
-        config.settings.cache_clear()
-        deps.reset()
-        runtime.reset()
+             "principal_id": "w"}])
 
     def call(self, method: str, path: str, body=None, key: str = ADMIN, query=None):  # type: ignore[no-untyped-def]
         status, answer, _ = helpers.call(helpers.event(method, path, body, key=key,

@@ -18,8 +18,8 @@ from cordum.gateway.system import service as system
 from cordum.gateway.system import worker_jobs
 from cordum.registry.snapshot import rfc3339_from_epoch_s
 from cordum.store.jobs import JobState
-from tests.conftest import NATS_URL, REDIS_URL
-from tests.helpers import call, event
+from tests.conftest import REDIS_URL
+from tests.helpers import call, event, use_gateway
 from tests.integration.test_gateway_reads import RUNNING_PATH, World
 
 ADMIN = "tw-admin-key"
@@ -29,23 +29,13 @@ OTHER = "tw-other-key"
 
 
 def configure(monkeypatch: pytest.MonkeyPatch, world: World, redis_url: str = REDIS_URL) -> None:
-    monkeypatch.setenv("CORDUM_API_KEYS", json.dumps([
+    monkeypatch.setattr(system, "KEYS", world.keys)
+    use_gateway(monkeypatch, [
         {"key": ADMIN, "tenant": world.tenant, "role": "admin"},
         {"key": USER, "tenant": world.tenant, "role": "user"},
         {"key": VIEWER, "tenant": world.tenant, "role": "viewer"},
         {"key": OTHER, "tenant": world.other, "role": "admin"},
-    ]))
-    for var in ("CORDUM_API_KEY", "CORDUM_API_KEYS_PATH", "CORDUM_API_KEYS_SSM_PARAMETER",
-                "CORDUM_API_KEYS_SECRET_ARN", "CORDUM_API_KEYS_SECRET_ID"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("REDIS_URL", redis_url)
-    monkeypatch.setenv("NATS_URL", NATS_URL)
-    monkeypatch.setenv("CORDUM_STORE_TIMEOUT_S", "0.5")
-    monkeypatch.setenv("CORDUM_RATE_LIMIT_RPS", "0")
-    monkeypatch.setattr(system, "KEYS", world.keys)
-    config.settings.cache_clear()
-    deps.reset()
-    runtime.reset()
+    ], redis_url=redis_url, CORDUM_STORE_TIMEOUT_S="0.5")
 
 
 class Jobs(World):

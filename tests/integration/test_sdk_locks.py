@@ -18,7 +18,6 @@ through as additional properties.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -34,26 +33,18 @@ from cordum_sdk._generated.models import (
     LockRequestMode,
     ReleaseLockResponse200,
 )
-from cordum_sdk._namespaces import ResourceNamespace, _load_package_operations
+from cordum_sdk._namespaces import ResourceNamespace
 from cordum_sdk._retry import RetryPolicy
 from cordum_sdk.errors import AuthorizationError, ConflictError, NotFoundError, ValidationError
 
-from cordum import config, runtime
-from cordum.gateway.core import deps
+from cordum import runtime
 from tests import helpers
-from tests.conftest import NATS_URL, REDIS_URL
-from tests.sdk_loopback import loopback_gateway
+from tests.sdk_loopback import loopback_gateway, namespace
 
 ADMIN = "sdk-locks-admin"
 AGENT = "sdk-locks-agent"
 OTHER = "sdk-locks-other"
 VIEWER = "sdk-locks-viewer"
-
-
-def locks(client: CordumClient) -> ResourceNamespace:
-    """The ``locks`` namespace cordum-sdk 0.1.0 generates but does not list."""
-    return ResourceNamespace(owner=client, namespace_name="locks",
-                             operations=_load_package_operations("locks"), async_mode=False)
 
 
 @dataclass
@@ -68,26 +59,17 @@ class Sdk:
 @pytest.fixture
 def sdk(unique: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sdk]:
     tenant = f"sdk-lk-{unique}"
-    monkeypatch.setenv("CORDUM_API_KEYS", json.dumps([
+    helpers.use_gateway(monkeypatch, [
         {"key": ADMIN, "tenant": tenant, "role": "admin", "principal_id": "ops"},
         {"key": AGENT, "tenant": tenant, "role": "locks.write", "principal_id": "agent"},
         {"key": OTHER, "tenant": tenant, "role": "locks.write", "principal_id": "other"},
-        {"key": VIEWER, "tenant": tenant, "role": "viewer", "principal_id": "viewer"}]))
-    for var in ("CORDUM_API_KEY", "CORDUM_API_KEYS_PATH", "CORDUM_API_KEYS_SSM_PARAMETER",
-                "CORDUM_API_KEYS_SECRET_ARN", "CORDUM_API_KEYS_SECRET_ID"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("REDIS_URL", REDIS_URL)
-    monkeypatch.setenv("NATS_URL", NATS_URL)
-    monkeypatch.setenv("CORDUM_RATE_LIMIT_RPS", "0")
-    config.settings.cache_clear()
-    deps.reset()
-    runtime.reset()
+        {"key": VIEWER, "tenant": tenant, "role": "viewer", "principal_id": "viewer"}])
     with helpers.gateway_process(), loopback_gateway() as url:
         clients = [CordumClient(url, key, tenant_id=tenant,
                                 retry_policy=RetryPolicy(max_retries=0))
                    for key in (ADMIN, AGENT, OTHER, VIEWER)]
         try:
-            yield Sdk(tenant, *(locks(c) for c in clients))
+            yield Sdk(tenant, *(namespace(c, "locks") for c in clients))
         finally:
             for client in clients:
                 client.close()

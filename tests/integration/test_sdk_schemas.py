@@ -13,7 +13,6 @@ schema list holds records (``{id, schema}``), not bare ids.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -28,25 +27,17 @@ from cordum_sdk._generated.models import (
     TopicResponse,
 )
 from cordum_sdk._generated.types import UNSET
-from cordum_sdk._namespaces import ResourceNamespace, _load_package_operations
+from cordum_sdk._namespaces import ResourceNamespace
 from cordum_sdk._retry import RetryPolicy
 from cordum_sdk.errors import NotFoundError
 
-from cordum import config, runtime
-from cordum.gateway.core import deps
+from cordum import runtime
 from tests import helpers
-from tests.conftest import NATS_URL, REDIS_URL
-from tests.sdk_loopback import loopback_gateway
+from tests.sdk_loopback import loopback_gateway, namespace
 
 ADMIN = "sdk-schemas-admin"
 VIEWER = "sdk-schemas-viewer"
 ORDER = {"type": "object", "required": ["amount"], "properties": {"amount": {"type": "number"}}}
-
-
-def namespace(client: CordumClient, package: str) -> ResourceNamespace:
-    """The generated ``package``'s operations as a namespace of ``client``."""
-    return ResourceNamespace(owner=client, namespace_name=package,
-                             operations=_load_package_operations(package), async_mode=False)
 
 
 @dataclass
@@ -65,18 +56,9 @@ class Sdk:
 @pytest.fixture
 def sdk(unique: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sdk]:
     tenant = f"sdk-sr-{unique}"
-    monkeypatch.setenv("CORDUM_API_KEYS", json.dumps([
+    helpers.use_gateway(monkeypatch, [
         {"key": ADMIN, "tenant": tenant, "role": "admin", "principal_id": "ops"},
-        {"key": VIEWER, "tenant": tenant, "role": "viewer", "principal_id": "v"}]))
-    for var in ("CORDUM_API_KEY", "CORDUM_API_KEYS_PATH", "CORDUM_API_KEYS_SSM_PARAMETER",
-                "CORDUM_API_KEYS_SECRET_ARN", "CORDUM_API_KEYS_SECRET_ID"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("REDIS_URL", REDIS_URL)
-    monkeypatch.setenv("NATS_URL", NATS_URL)
-    monkeypatch.setenv("CORDUM_RATE_LIMIT_RPS", "0")
-    config.settings.cache_clear()
-    deps.reset()
-    runtime.reset()
+        {"key": VIEWER, "tenant": tenant, "role": "viewer", "principal_id": "v"}])
     with helpers.gateway_process(), loopback_gateway() as url:
         clients = [CordumClient(url, key, tenant_id=tenant,
                                 retry_policy=RetryPolicy(max_retries=0))
