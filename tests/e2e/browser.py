@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 BLOCKING_IMPACTS = ("serious", "critical")
+WAIT_MS = 60_000
+"""How long a page may take to show what a test waits for (the stack is on one machine)."""
 
 
 def chromium_path() -> str:
@@ -65,3 +68,56 @@ def axe_violations(page: Page) -> list[dict[str, Any]]:
 def assert_accessible(page: Page) -> None:
     bad = axe_violations(page)
     assert not bad, json.dumps(bad, indent=1)
+
+
+def sign_in(page: Page, console: str, key: str, tenant: str) -> None:
+    """Signs in through the sign-in page, as a person would, and checks where the key is
+    kept: the tab's session storage only, never a URL or local storage."""
+    from playwright.sync_api import expect
+
+    page.goto(console + "/")
+    page.get_by_label("API key").fill(key)
+    page.get_by_label("Tenant").fill(tenant)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible(timeout=WAIT_MS)
+    assert key not in page.url
+    assert page.evaluate("() => JSON.stringify(window.localStorage)").find(key) == -1
+    assert key in page.evaluate("() => JSON.stringify(window.sessionStorage)")
+
+
+def sign_out(page: Page) -> None:
+    from playwright.sync_api import expect
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API key")).to_be_visible()
+    assert page.evaluate("() => window.sessionStorage.length") == 0
+
+
+def go(page: Page, name: str) -> None:
+    """Follows the main navigation's link ``name``."""
+    page.get_by_role("navigation", name="Main").get_by_role("link", name=name,
+                                                            exact=True).click()
+
+
+def live(page: Page) -> None:
+    """Waits until the header's badge says the event stream is live."""
+    from playwright.sync_api import expect
+
+    expect(page.get_by_role("status", name="Live updates")).to_have_text(
+        re.compile("Live"), timeout=WAIT_MS)
+
+
+def settled(page: Page) -> None:
+    """Waits until the page's heading is shown and nothing says Loading."""
+    from playwright.sync_api import expect
+
+    expect(page.get_by_role("heading", level=1)).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text(re.compile("^Loading"))).to_have_count(0, timeout=WAIT_MS)
+
+
+def submit(stack: Any, body: dict[str, Any], key: str | None = None) -> str:
+    """Submits a job over the API (as ``key``, else the stack's admin) and answers its id."""
+    status, out = stack.http("POST", "/api/v1/jobs", body,
+                             headers={"X-API-Key": key} if key else None)
+    assert status == 200, out
+    return out["job_id"]

@@ -96,3 +96,41 @@ class Stack:
 @pytest.fixture(scope="session")
 def stack() -> Stack:
     return Stack()
+
+
+# The dashboard's browser tests (test_dashboard*_e2e.py): the console's origin, one
+# Chromium per module, and a tab per test in which a CSP violation or an uncaught error
+# is a failure, not a warning.
+
+
+@pytest.fixture(scope="module")
+def console(stack) -> str:
+    url = stack.env.get("CORDUM_CONSOLE_URL", "")
+    if not url:
+        pytest.fail("CORDUM_CONSOLE_URL unknown: `make up` serves the dashboard")
+    return url.rstrip("/")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="playwright is in the dev dependencies")
+    from tests.e2e.browser import launch
+
+    with sync_api.sync_playwright() as pw:
+        chromium = launch(pw)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    tab.on("console", lambda msg: errors.append(msg.text)
+           if msg.type == "error" and "Content Security Policy" in msg.text else None)
+    yield tab
+    context.close()
+    assert not errors, errors

@@ -15,83 +15,26 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.e2e.browser import assert_accessible, launch, screenshot
+from tests.e2e.browser import (
+    WAIT_MS,
+    assert_accessible,
+    go,
+    live,
+    screenshot,
+    settled,
+    sign_in,
+    sign_out,
+    submit,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Page
 
 pytest.importorskip("playwright.sync_api", reason="playwright is in the dev dependencies")
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 GATED_TOPIC = "job.echo.approval"
-WAIT_MS = 60_000
 PAGES = ("/", "/jobs", "/approvals", "/workflows", "/runs", "/dlq", "/workers")
-
-
-@pytest.fixture(scope="module")
-def console(stack) -> str:
-    url = stack.env.get("CORDUM_CONSOLE_URL", "")
-    if not url:
-        pytest.fail("CORDUM_CONSOLE_URL unknown: `make up` serves the dashboard")
-    return url.rstrip("/")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as pw:
-        chromium = launch(pw)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    tab = context.new_page()
-    errors: list[str] = []
-    # A CSP violation or an uncaught error is a failure, not a warning.
-    tab.on("pageerror", lambda exc: errors.append(str(exc)))
-    tab.on("console", lambda msg: errors.append(msg.text)
-           if msg.type == "error" and "Content Security Policy" in msg.text else None)
-    yield tab
-    context.close()
-    assert not errors, errors
-
-
-def sign_in(page: Page, console: str, key: str, tenant: str) -> None:
-    page.goto(console + "/")
-    page.get_by_label("API key").fill(key)
-    page.get_by_label("Tenant").fill(tenant)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("button", name="Sign out")).to_be_visible(timeout=WAIT_MS)
-    # The key is held for the tab only: never in a URL, never in local storage.
-    assert key not in page.url
-    assert page.evaluate("() => JSON.stringify(window.localStorage)").find(key) == -1
-    assert key in page.evaluate("() => JSON.stringify(window.sessionStorage)")
-
-
-def sign_out(page: Page) -> None:
-    page.get_by_role("button", name="Sign out").click()
-    expect(page.get_by_label("API key")).to_be_visible()
-    assert page.evaluate("() => window.sessionStorage.length") == 0
-
-
-def go(page: Page, name: str) -> None:
-    page.get_by_role("navigation").get_by_role("link", name=name, exact=True).click()
-
-
-def live(page: Page) -> None:
-    expect(page.get_by_role("status", name="Live updates")).to_have_text(
-        re.compile("Live"), timeout=WAIT_MS)
-
-
-def submit(stack, body: dict, key: str | None = None) -> str:
-    status, out = stack.http("POST", "/api/v1/jobs", body,
-                             headers={"X-API-Key": key} if key else None)
-    assert status == 200, out
-    return out["job_id"]
 
 
 def test_a_job_submitted_over_the_api_appears_live_and_succeeds(stack, console, page):
@@ -220,9 +163,8 @@ def test_a_dlq_entry_is_retried(stack, console, page):
 def test_each_page_has_no_serious_accessibility_violation(stack, console, page, path):
     sign_in(page, console, stack.key, stack.tenant)
     page.goto(console + path)
-    expect(page.get_by_role("heading", level=1)).to_be_visible(timeout=WAIT_MS)
     # Scanned once the page's data is in (the live stream keeps the network busy).
-    expect(page.get_by_text(re.compile("^Loading"))).to_have_count(0, timeout=WAIT_MS)
+    settled(page)
     name = "overview" if path == "/" else path.strip("/")
     screenshot(page, f"page-{name}")
     assert_accessible(page)

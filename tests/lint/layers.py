@@ -4,6 +4,7 @@ Layers only point down (docs/architecture.md, "Where things live")::
 
     functions | localstack             Lambda entry points; the local stack's scripts
     gateway.app                        the HTTP API's wiring: includes every feature
+    gateway.capabilities               what the caller's key may do (asks every feature)
     gateway.<feature> | worker         the API's features (jobs, approvals, dlq, workflows,
                                        system, docs); the reference CAP worker (a client)
     gateway.core                       what every feature builds on (auth, errors, paging)
@@ -37,6 +38,7 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("functions", "localstack"),
     ("cordum.gateway.app", "cordum.stream"),
+    ("cordum.gateway.capabilities",),
     ("cordum.gateway.jobs", "cordum.gateway.approvals", "cordum.gateway.dlq",
      "cordum.gateway.workflows", "cordum.gateway.system", "cordum.gateway.docs",
      "cordum.gateway.events", "cordum.gateway.policy", "cordum.gateway.audit",

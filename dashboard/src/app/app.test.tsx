@@ -60,7 +60,16 @@ describe('the app', () => {
       'Runs',
       'DLQ',
       'Workers',
+      'Policy',
+      'Replay',
+      'Analytics',
+      'Audit',
+      'Traces',
+      'Artifacts',
+      'Schemas',
+      'Config',
     ]);
+    expect(within(nav).getByRole('list', { name: 'Govern' })).toBeInTheDocument();
     expect(within(nav).getByRole('link', { name: 'Overview' })).toHaveAttribute('aria-current', 'page');
     expect(screen.getByRole('status', { name: 'Live updates' })).toHaveTextContent(/Connecting|Reconnecting|Polling|Live/);
   });

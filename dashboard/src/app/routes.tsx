@@ -26,6 +26,16 @@ const WorkflowsPage = page(() => import('@/features/workflows'), 'WorkflowsPage'
 const WorkflowDetailPage = page(() => import('@/features/workflows'), 'WorkflowDetailPage');
 const RunsPage = page(() => import('@/features/runs'), 'RunsPage');
 const RunDetailPage = page(() => import('@/features/runs'), 'RunDetailPage');
+const ApprovalDetailPage = page(() => import('@/features/approvals'), 'ApprovalDetailPage');
+const PolicyPage = page(() => import('@/features/policy'), 'PolicyPage');
+const BundlePage = page(() => import('@/features/policy'), 'BundlePage');
+const AuditPage = page(() => import('@/features/audit'), 'AuditPage');
+const ReplayPage = page(() => import('@/features/govern'), 'ReplayPage');
+const AnalyticsPage = page(() => import('@/features/govern'), 'AnalyticsPage');
+const TracePage = page(() => import('@/features/data'), 'TracePage');
+const ArtifactsPage = page(() => import('@/features/data'), 'ArtifactsPage');
+const SchemasPage = page(() => import('@/features/data'), 'SchemasPage');
+const ConfigPage = page(() => import('@/features/data'), 'ConfigPage');
 
 /** The paths of the pages, for links outside a feature. */
 export const PATHS = {
@@ -37,6 +47,14 @@ export const PATHS = {
   runs: '/runs',
   dlq: '/dlq',
   workers: '/workers',
+  policy: '/policy',
+  replay: '/govern/replay',
+  analytics: '/govern/analytics',
+  audit: '/audit',
+  traces: '/traces',
+  artifacts: '/artifacts',
+  schemas: '/schemas',
+  config: '/config',
 } as const;
 
 export const routes: RouteObject[] = [
@@ -55,6 +73,17 @@ export const routes: RouteObject[] = [
               { path: 'jobs', element: <JobsPage /> },
               { path: 'jobs/:id', element: <JobDetailPage /> },
               { path: 'approvals', element: <ApprovalsPage /> },
+              { path: 'approvals/:id', element: <ApprovalDetailPage /> },
+              { path: 'policy', element: <PolicyPage /> },
+              { path: 'policy/bundles/:id', element: <BundlePage /> },
+              { path: 'govern/replay', element: <ReplayPage /> },
+              { path: 'govern/analytics', element: <AnalyticsPage /> },
+              { path: 'audit', element: <AuditPage /> },
+              { path: 'traces', element: <TracePage /> },
+              { path: 'traces/:id', element: <TracePage /> },
+              { path: 'artifacts', element: <ArtifactsPage /> },
+              { path: 'schemas', element: <SchemasPage /> },
+              { path: 'config', element: <ConfigPage /> },
               { path: 'dlq', element: <DlqPage /> },
               { path: 'workers', element: <WorkersPage /> },
               { path: 'workflows', element: <WorkflowsPage /> },

@@ -9,3 +9,4 @@ export { Pager, useCursorPages, type PagerProps } from './Pager';
 export { StatusBadge } from './StatusBadge';
 export { formatTime, formatAge } from './time';
 export { toneOf, type Tone } from './status';
+export { Unavailable, type UnavailableProps } from './Unavailable';

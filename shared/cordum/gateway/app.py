@@ -66,7 +66,7 @@ WORKFLOW_RETRY_AFTER_S = 1
 
 FEATURES: tuple[str, ...] = ("jobs", "approvals", "dlq", "system", "workflows", "events",
                              "policy", "audit", "artifacts", "configs", "schema_registry",
-                             "locks", "docs")
+                             "locks", "capabilities", "docs")
 """Every feature package, in the order the OpenAPI document lists them."""
 
 API_PREFIX = "/api/v1/"
@@ -76,7 +76,7 @@ SEGMENTS: dict[str, str] = {
     "workflows": "workflows", "workflow-runs": "workflows", "policy": "policy",
     "audit": "audit", "artifacts": "artifacts", "memory": "artifacts", "config": "configs",
     "schemas": "schema_registry", "topics": "schema_registry", "locks": "locks",
-    "admin": "locks", "docs": "docs", "openapi.json": "docs",
+    "admin": "locks", "me": "capabilities", "docs": "docs", "openapi.json": "docs",
 }
 """The feature serving each first path segment (after ``/api/v1/``, or of the path when it
 has no such prefix: ``/health``). A route's parameters never match a ``/``, so a path can
@@ -162,6 +162,11 @@ def _import_routes(name: str) -> Feature:
         from cordum.gateway.locks import routes as locks
 
         return locks
+    elif name == "capabilities":
+        # Not a feature: it asks every feature's access checks (a layer of its own).
+        from cordum.gateway.capabilities import routes as capabilities
+
+        return capabilities
     elif name == "docs":
         from cordum.gateway.docs import routes as docs
 

@@ -1,1 +1,2 @@
 export { ApprovalsPage } from './components/ApprovalsPage';
+export { ApprovalDetailPage } from './components/ApprovalDetailPage';

@@ -1,0 +1,2 @@
+export { ReplayPage } from './components/ReplayPage';
+export { AnalyticsPage } from './components/AnalyticsPage';

@@ -1,0 +1,2 @@
+export { PolicyPage } from './components/PolicyPage';
+export { BundlePage } from './components/BundlePage';
