@@ -325,7 +325,7 @@ def test_disabled_output_policy_writes_no_output_fields(unique, kernel_addr):
 
 
 def test_output_past_the_scan_limit_follows_the_fail_mode(unique, kernel_addr):
-    from cordum.safety.output_service import MAX_CONTENT_BYTES
+    from cordum.safety.output_wire import MAX_CONTENT_BYTES
 
     for mode, expected in ((FailMode.CLOSED, "OUTPUT_QUARANTINED"), (FailMode.OPEN, "SUCCEEDED")):
         loop, h = make(f"{unique}-{mode.value}", kernel_addr, mode)

@@ -12,8 +12,9 @@ import redis.asyncio as aioredis
 from cordum import protocol
 from cordum.safety.failmode import FailMode
 from cordum.safety.output_client import OutputPolicyClient
-from cordum.safety.output_policy import REDACTED, OutputDecision
+from cordum.safety.output_policy import REDACTED
 from cordum.safety.output_service import add_output_policy_service
+from cordum.safety.output_wire import OutputDecision
 from cordum.safety.policy_file import Policy
 from cordum.scheduler.output_check import REDACTED_TTL_S, OutputChecker
 from cordum.store.results import DECISION_TTL_S, decision_key, redacted_key

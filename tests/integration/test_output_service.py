@@ -15,8 +15,9 @@ from cordum.safety.output_client import (
     OutputPolicyClient,
     output_fail_mode,
 )
-from cordum.safety.output_policy import REDACTED, OutputDecision
-from cordum.safety.output_service import CHECK_META_METHOD, add_output_policy_service
+from cordum.safety.output_policy import REDACTED
+from cordum.safety.output_service import add_output_policy_service
+from cordum.safety.output_wire import CHECK_META_METHOD, OutputDecision
 from cordum.safety.policy_file import Policy
 from tests.helpers import free_port, serving_kernel
 

@@ -9,7 +9,7 @@ import asyncio
 
 import aiohttp
 
-from cordum.safety.output_policy import OutputDecision
+from cordum.safety.output_wire import OutputDecision
 from cordum.scheduler.output_check import OutputVerdict
 from cordum.store.jobs import JobState
 from cordum.store.results import redacted_pointer, result_pointer

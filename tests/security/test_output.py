@@ -14,7 +14,7 @@ import pytest
 from cordum import runtime
 from cordum.gateway.core.auth import Principal
 from cordum.gateway.jobs import deps
-from cordum.safety.output_service import MAX_CONTENT_BYTES
+from cordum.safety.output_wire import MAX_CONTENT_BYTES
 from tests.security.conftest import configure, meta_of
 from tests.security.result_path import PRIVATE_KEY, ResultPath
 

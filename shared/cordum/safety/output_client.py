@@ -33,11 +33,11 @@ from cordum.config import ConfigError
 from cordum.safety.breaker import OUTPUT_BREAKER_KEY, CircuitBreaker
 from cordum.safety.failmode import FailMode, output_fail_mode
 from cordum.safety.kernel_call import CHANNEL_OPTIONS, call_with_one_retry
-from cordum.safety.output_policy import OutputDecision
-from cordum.safety.output_service import (
+from cordum.safety.output_wire import (
     CHECK_CONTENT_METHOD,
     CHECK_META_METHOD,
     MAX_MESSAGE_BYTES,
+    OutputDecision,
     decode,
     encode,
 )

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
@@ -61,6 +60,7 @@ from cordum.safety.fields import (
     first_glob,
     tenant_or_default,
 )
+from cordum.safety.output_wire import OutputDecision
 from cordum.safety.policy_file import POLICY_FILE_NAME, PolicyError
 
 if TYPE_CHECKING:
@@ -75,13 +75,6 @@ MAX_PATTERN_LEN = 256
 MAX_ALTERNATIONS = 5
 
 _NESTED_QUANTIFIER = re.compile(r"[+*]\)[+*?{]")
-
-
-class OutputDecision(StrEnum):
-    ALLOW = "ALLOW"
-    DENY = "DENY"
-    QUARANTINE = "QUARANTINE"
-    REDACT = "REDACT"
 
 
 _DEFAULT_REASONS = {

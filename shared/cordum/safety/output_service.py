@@ -29,7 +29,6 @@ policy in force.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from typing import TYPE_CHECKING, Any, Protocol
@@ -38,11 +37,18 @@ import grpc
 
 from cordum.config import ConfigError
 from cordum.safety.output_policy import (
-    OutputDecision,
     OutputEvaluation,
     OutputInput,
     OutputPolicy,
     output_policy_of,
+)
+from cordum.safety.output_wire import (
+    MAX_CONTENT_BYTES,
+    SERVICE_NAME,
+    InvalidRequest,
+    OutputDecision,
+    decode,
+    encode,
 )
 
 if TYPE_CHECKING:
@@ -50,36 +56,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cordum.safety.output")
 
-SERVICE_NAME = "cordum.output.v1.OutputPolicy"
-CHECK_META_METHOD = f"/{SERVICE_NAME}/CheckMeta"
-CHECK_CONTENT_METHOD = f"/{SERVICE_NAME}/CheckContent"
-MAX_CONTENT_BYTES = 2 * 1024 * 1024
-MAX_MESSAGE_BYTES = MAX_CONTENT_BYTES + 256 * 1024
-"""A content request with JSON escaping and metadata fits in this (channel option)."""
-
-
 class PolicySource(Protocol):
     """Gives the safety policy in force (``cordum.safety.policy_file.Policy`` does)."""
 
     def refresh(self) -> SafetyPolicy: ...
-
-
-class InvalidRequest(ValueError):
-    """The request body does not follow the wire format."""
-
-
-def encode(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def decode(data: bytes) -> dict[str, Any]:
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"body is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise InvalidRequest("body must be a JSON object")
-    return doc
 
 
 def output_input(doc: dict[str, Any], *, with_content: bool) -> OutputInput:

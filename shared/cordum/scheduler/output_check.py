@@ -55,8 +55,7 @@ from cordum.safety.output_client import (
     OutputCheckRequest,
     OutputCheckResult,
 )
-from cordum.safety.output_policy import OutputDecision
-from cordum.safety.output_service import MAX_CONTENT_BYTES
+from cordum.safety.output_wire import MAX_CONTENT_BYTES, OutputDecision
 from cordum.scheduler.output_prefetch import Prefetched, prefetch
 from cordum.store.output_records import OutputRecords
 from cordum.store.results import DECISION_TTL_S, decision_key, redacted_key

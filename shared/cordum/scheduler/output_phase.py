@@ -19,7 +19,7 @@ from cordum import protocol, runtime
 from cordum.errors import RetryAfter
 from cordum.metrics import METRICS
 from cordum.safety.output_client import CONTENT_TIMEOUT_S
-from cordum.safety.output_policy import OutputDecision
+from cordum.safety.output_wire import OutputDecision
 from cordum.scheduler.output_check import ASYNC_QUARANTINE_CODE, UNAVAILABLE_QUARANTINE_CODE
 from cordum.store.audit_trail import AuditTrail, governance, process_hmac_key
 from cordum.store.errors import InvalidTransition, StoreError
