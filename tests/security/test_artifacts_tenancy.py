@@ -1,6 +1,7 @@
 """Artifacts and memory pointers across tenants: another tenant's artifact, context or
-result answers exactly as a missing one; a key that is not a job's context or result or
-an artifact is refused, whatever it holds (the memory read is no generic Redis reader);
+result answers exactly as a missing one, and is never in the caller's list (whose index
+no worker and no read reaches); a key that is not a job's context or result or an
+artifact is refused, whatever it holds (the memory read is no generic Redis reader);
 sizes beyond the limits are 413; a quarantined, denied, redacted or unchecked output is
 never shown raw."""
 
@@ -12,7 +13,9 @@ import json
 import pytest
 
 from cordum import runtime
-from cordum.store.artifacts import MAX_INLINE_BYTES
+from cordum.redis_acl import WORKERS
+from cordum.store.artifact_index import index_key
+from cordum.store.artifacts import KEY_PREFIX, MAX_INLINE_BYTES
 from cordum.store.jobs import JobState
 from tests.artifacts_world import World, final
 
@@ -42,6 +45,45 @@ def test_another_tenants_artifact_is_404_exactly_like_a_missing_one(world: World
                       tenant=world.tenant)[0] == 200
     assert world.call("GET", f"/api/v1/artifacts/{ptr}", key=world.every,
                       tenant=world.other_tenant) == missing
+
+
+def test_the_list_holds_the_callers_tenants_artifacts_only(world: World) -> None:
+    mine = world.put("mine")["artifact_ptr"]
+    status, made = world.call("POST", "/api/v1/artifacts", {"content": "theirs"},
+                              key=world.other, tenant=world.other_tenant)
+    assert status == 200, made
+    theirs = made["artifact_ptr"]
+
+    def listed(key: str, tenant: str) -> list[str]:
+        status, body = world.call("GET", "/api/v1/artifacts", key=key, tenant=tenant)
+        assert status == 200, body
+        return [item["artifact_ptr"] for item in body["items"]]
+
+    assert listed(world.viewer, world.tenant) == [mine]
+    assert listed(world.other, world.other_tenant) == [theirs]
+    # A key of every tenant lists the tenant X-Tenant-ID names, and only that one.
+    assert listed(world.every, world.tenant) == [mine]
+    assert listed(world.every, world.other_tenant) == [theirs]
+    # A key bound to one tenant cannot name the other in the header.
+    assert world.call("GET", "/api/v1/artifacts", key=world.other,
+                      tenant=world.tenant)[0] == 403
+
+
+def test_the_index_is_out_of_the_workers_reach_and_splits_one_way() -> None:
+    # Workers read art:* (a job's artifact): the index, every id of a tenant, is not there.
+    assert f"%R~{KEY_PREFIX}*" in WORKERS.rules
+    for tenant in ("default", "a", "a:b", "a%3Ab", "*"):
+        assert not index_key(tenant).startswith(KEY_PREFIX)
+    assert len({index_key(t) for t in ("a:b", "a%3Ab", "a%253Ab", "a")}) == 4
+
+
+def test_the_index_is_served_by_no_read(world: World) -> None:
+    world.put("x")
+    key = index_key(world.tenant)
+    status, body = world.memory(key)
+    assert (status, body["code"]) == (400, "unsupported_pointer")
+    assert world.memory(f"redis://{key}")[0] == 400
+    assert world.call("GET", f"/api/v1/artifacts/{key}")[0] == 404
 
 
 def test_the_tenant_label_is_stamped_and_cannot_name_another_tenant(world: World) -> None:

@@ -1,6 +1,7 @@
 """cordumctl's artifact commands against a stub API: put inline or through a presigned
 upload (the key never sent to it), get with and without --out (S3-held content fetched
-through its download URL), memory reads, and the refusals' exit codes."""
+through its download URL), the list (one page, or every page with --all), memory reads,
+and the refusals' exit codes."""
 
 from __future__ import annotations
 
@@ -156,6 +157,37 @@ def test_get_of_a_missing_artifact_exits_not_found() -> None:
     api = StubApi().on("GET", _detail_path(), error(404, "artifact not found", "not_found"))
     result = run_cli(api, "artifacts", "get", PTR)
     assert result.code == ExitCode.NOT_FOUND and "artifact not found" in result.err
+
+
+LISTED = {"artifact_ptr": PTR, "id": PTR.removeprefix("redis://art:"),
+          "content_type": "text/plain", "size_bytes": 5, "retention": "short",
+          "storage": "redis", "created_at": "2026-01-01T00:00:00.000Z",
+          "expires_at": "2026-01-02T00:00:00.000Z", "labels": {"tenant_id": "default"}}
+OLDER = {**LISTED, "artifact_ptr": "redis://art:older", "id": "older", "storage": "s3"}
+
+
+def test_list_reads_one_page_or_every_page_with_all() -> None:
+    api = StubApi().on("GET", ARTIFACTS,
+                       reply(200, {"items": [LISTED], "next_cursor": "c1"}),
+                       reply(200, {"items": [OLDER], "next_cursor": None}))
+    result = run_cli(api, "artifacts", "list", "--all", "--limit", "1")
+    assert result.code == 0, result.err
+    assert [a["artifact_ptr"] for a in result.json()] == [PTR, "redis://art:older"]
+    first, second = api.sent("GET", ARTIFACTS)
+    assert dict(first.url.params) == {"limit": "1"}
+    assert dict(second.url.params) == {"limit": "1", "cursor": "c1"}
+    one = StubApi().on("GET", ARTIFACTS, reply(200, {"items": [LISTED], "next_cursor": "c1"}))
+    table = run_cli(one, "-o", "table", "artifacts", "list")
+    assert table.code == 0, table.err
+    assert len(one.requests) == 1 and dict(one.requests[0].url.params) == {"limit": "50"}
+    assert table.out.split()[:5] == ["ARTIFACT", "SIZE", "CONTENT", "TYPE", "STORAGE"]
+    assert PTR in table.out and "short" in table.out
+    empty = StubApi().on("GET", ARTIFACTS, reply(200, {"items": [], "next_cursor": None}))
+    assert "no artifacts" in run_cli(empty, "-o", "table", "artifacts", "list").out
+    assert run_cli(StubApi(), "artifacts", "list", "--limit", "0").code == ExitCode.USAGE
+    bad = StubApi().on("GET", ARTIFACTS, error(400, "cursor is not a next_cursor of this "
+                                                    "list", "INVALID_CURSOR"))
+    assert run_cli(bad, "artifacts", "list").code == ExitCode.INVALID
 
 
 def test_memory_reads_a_pointer_or_a_key_and_shows_its_text() -> None:

@@ -13,7 +13,12 @@ and, for an S3-held artifact, its bucket and object key. Both keys expire with t
 retention class (:data:`RETENTION_TTL_S`), as the bucket's lifecycle rules expire the
 objects under each class's prefix.
 
-Every read or write here is one Redis round trip.
+``artidx:<tenant>`` lists each tenant's artifacts, newest first
+(:mod:`cordum.store.artifact_index`): written in the transaction that writes the
+metadata, so making an artifact is still one round trip.
+
+Every read or write here is one Redis round trip, except a page of the list: two (the
+ids, then their metadata), and a third when some of them had expired.
 """
 
 from __future__ import annotations
@@ -21,15 +26,19 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cordum.protocol import POINTER_SCHEME
+from cordum.store import artifact_index
 from cordum.store.errors import StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from cordum.store.artifact_index import Position
 
 KEY_PREFIX = "art:"
 META_PREFIX = "art:meta:"
@@ -43,6 +52,8 @@ RETENTION_TTL_S: dict[str, int] = {
 }
 """Cordum's retention classes and how long each keeps an artifact: 1, 7 and 30 days."""
 DEFAULT_RETENTION = "standard"
+LONGEST_RETENTION_MS = max(RETENTION_TTL_S.values()) * 1000
+"""An index entry older than this has expired, whatever its class."""
 
 MAX_INLINE_BYTES = 4 * 1024 * 1024
 """The largest artifact sent inline (decoded). Its base64 (5.6 MB) still fits, with the
@@ -101,8 +112,15 @@ def artifact_id(ref: str) -> str | None:
     return text if _ID.match(text) else None
 
 
-def now_rfc3339() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def now_rfc3339(when: datetime | None = None) -> str:
+    at = when or datetime.now(UTC)
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _now() -> tuple[str, int]:
+    """Now as ``created_at`` (RFC 3339, ms) and as the index's score (epoch ms)."""
+    at = datetime.now(UTC)
+    return now_rfc3339(at), int(at.timestamp() * 1000)
 
 
 @dataclass(slots=True)
@@ -162,6 +180,22 @@ class StoredArtifact:
     """The content of a Redis-held artifact; None for an S3-held one."""
 
 
+@dataclass(frozen=True, slots=True)
+class ListedArtifact:
+    art_id: str
+    meta: ArtifactMeta
+    position: Position
+    """Its place in the list (``position.score`` is its creation time, epoch ms)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactPage:
+    items: list[ListedArtifact]
+    """Newest first; fewer than asked for when some had expired."""
+    end: Position | None
+    """Where the next page starts once every item is taken; None when none follows."""
+
+
 class ArtifactStore:
     """The artifacts in Redis. Who may read one is the caller's check
     (:meth:`ArtifactMeta.readable_by`): the gateway's and the worker's rules differ."""
@@ -171,16 +205,18 @@ class ArtifactStore:
 
     async def put(self, tenant: str, content: bytes, *, content_type: str, retention: str,
                   labels: Mapping[str, str]) -> tuple[str, ArtifactMeta]:
-        """Keep ``content`` inline; its pointer and metadata. One MULTI round trip."""
+        """Keep ``content`` inline; its pointer and metadata. One MULTI round trip (the
+        content, the metadata and the tenant's index)."""
         art_id = str(uuid.uuid4())
+        created_at, created_ms = _now()
         meta = ArtifactMeta(tenant=tenant, content_type=content_type, size_bytes=len(content),
-                            retention=retention, labels=dict(labels),
-                            created_at=now_rfc3339())
+                            retention=retention, labels=dict(labels), created_at=created_at)
         ttl = RETENTION_TTL_S[retention]
         try:
             pipe = self._redis.pipeline(transaction=True)
             pipe.set(content_key(art_id), content, ex=ttl)
             pipe.set(meta_key(art_id), meta.to_json(), ex=ttl)
+            artifact_index.add(pipe, tenant, art_id, created_ms, LONGEST_RETENTION_MS)
             await pipe.execute()
         except Exception as exc:
             raise StoreError(f"write artifact: {exc}") from exc
@@ -188,15 +224,19 @@ class ArtifactStore:
 
     async def reserve(self, tenant: str, size_bytes: int, *, content_type: str, retention: str,
                       labels: Mapping[str, str], bucket: str) -> tuple[str, ArtifactMeta]:
-        """Record a large artifact the client is to upload to ``bucket``. One round trip."""
+        """Record a large artifact the client is to upload to ``bucket``. One MULTI round
+        trip (the metadata and the tenant's index)."""
         art_id = str(uuid.uuid4())
+        created_at, created_ms = _now()
         meta = ArtifactMeta(tenant=tenant, content_type=content_type, size_bytes=size_bytes,
-                            retention=retention, labels=dict(labels),
-                            created_at=now_rfc3339(), storage=STORAGE_S3, bucket=bucket,
+                            retention=retention, labels=dict(labels), created_at=created_at,
+                            storage=STORAGE_S3, bucket=bucket,
                             object_key=object_key(retention, art_id))
         try:
-            await self._redis.set(meta_key(art_id), meta.to_json(),
-                                  ex=RETENTION_TTL_S[retention])
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.set(meta_key(art_id), meta.to_json(), ex=RETENTION_TTL_S[retention])
+            artifact_index.add(pipe, tenant, art_id, created_ms, LONGEST_RETENTION_MS)
+            await pipe.execute()
         except Exception as exc:
             raise StoreError(f"write artifact: {exc}") from exc
         return pointer(art_id), meta
@@ -219,3 +259,29 @@ class ArtifactStore:
                 return None
             return StoredArtifact(meta, bytes(content))
         return StoredArtifact(meta, None)
+
+    async def page(self, tenant: str, after: Position | None, count: int) -> ArtifactPage:
+        """Up to ``count`` of the tenant's artifacts after ``after``, newest first, with
+        their metadata. Two round trips: the ids (one ZREVRANGEBYSCORE of at most
+        ``after.ties + count + 1``), then one MGET of at most ``count`` metadata keys.
+        An entry whose metadata is gone (expired) is skipped, so a page may be short of
+        ``count`` while more follow; such entries are then dropped from the index, in a
+        third round trip (a ZREM) taken only when the page met one."""
+        found, more = await artifact_index.newest(self._redis, tenant, after, count)
+        if not found:
+            return ArtifactPage([], None)
+        try:
+            raws = await self._redis.mget([meta_key(p.member) for p in found])
+        except Exception as exc:
+            raise StoreError(f"read artifacts: {exc}") from exc
+        items: list[ListedArtifact] = []
+        gone: list[str] = []
+        for position, raw in zip(found, raws, strict=True):
+            meta = ArtifactMeta.from_json(raw) if raw is not None else None
+            if meta is None or not meta.readable_by(tenant):
+                gone.append(position.member)
+            else:
+                items.append(ListedArtifact(position.member, meta, position))
+        with suppress(StoreError):  # harmless: the next page that meets them drops them
+            await artifact_index.forget(self._redis, tenant, gone)
+        return ArtifactPage(items, found[-1] if more else None)

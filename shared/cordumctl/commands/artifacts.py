@@ -1,11 +1,12 @@
-"""``cordumctl artifacts``: Artifacts: put, get; read a memory pointer.
+"""``cordumctl artifacts``: Artifacts: put, get, list; read a memory pointer.
 
 ``put`` sends a file (or stdin) of up to 4 MiB inline; a larger file is declared by its
 size and uploaded straight to S3 through the presigned PUT the API answers (its
 Content-Type and Content-Length are signed, so they are sent as given), with a progress
 bar on a terminal. The upload URL carries its own signature: the API key is never sent
 to it. ``get`` shows an artifact's metadata, and with ``--out`` writes its content
-(downloaded from S3 through the presigned GET when S3 holds it). ``memory`` shows what a
+(downloaded from S3 through the presigned GET when S3 holds it). ``list`` shows the
+tenant's artifacts, newest first (``--all`` follows every page). ``memory`` shows what a
 ``redis://`` pointer holds (a job's context or result, or an artifact).
 
 ``--out`` (``-O``) names the file written: ``-o`` is the global ``--output`` format.
@@ -29,7 +30,8 @@ from cordumctl.errors import CliError, ExitCode
 from cordumctl.output import Column
 from cordumctl.session import Session, session
 
-app = typer.Typer(help="Artifacts: put, get; read a memory pointer.", no_args_is_help=True)
+app = typer.Typer(help="Artifacts: put, get, list; read a memory pointer.",
+                  no_args_is_help=True)
 
 ARTIFACTS = "/api/v1/artifacts"
 UPLOADS = "/api/v1/artifacts/uploads"
@@ -54,6 +56,12 @@ DETAIL_FIELDS = [
                                          sorted(((d.get("metadata") or {}).get("labels")
                                                  or {}).items())) or "-"),
     Column("DOWNLOAD", "download_url"),
+]
+LIST_COLUMNS = [
+    Column("ARTIFACT", "artifact_ptr"), Column("SIZE", "size_bytes"),
+    Column("CONTENT TYPE", "content_type"), Column("STORAGE", "storage"),
+    Column("RETENTION", "retention"), Column("CREATED", "created_at"),
+    Column("EXPIRES", "expires_at"),
 ]
 MEMORY_FIELDS = [
     Column("POINTER", "pointer"), Column("KIND", "kind"), Column("SIZE", "size_bytes"),
@@ -220,6 +228,19 @@ def get(
         raise CliError("the API answered neither content nor a download URL")
     if out != "-":
         s.err.print(f"wrote {written} bytes to {out}", highlight=False, markup=False)
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(min=1, help="Artifacts per page (at most 200).")] = 50,
+    all_: Annotated[bool, typer.Option("--all", "-A", help="Every page, not only the first.")]
+    = False,
+) -> None:
+    """The tenant's artifacts, newest first (metadata only)."""
+    s = session(ctx)
+    items = list(s.client.pages(ARTIFACTS, {"limit": limit}, follow=all_))
+    s.printer.rows(items, LIST_COLUMNS, empty="no artifacts")
 
 
 @app.command()

@@ -2,7 +2,8 @@
 
 - Making an artifact (inline or by upload) takes role ``admin``, ``user`` or
   ``jobs.write``, the roles that submit jobs (an artifact is a job's input).
-- Reading an artifact or a pointer takes any role of the tenant, as reading a job does.
+- Reading an artifact or a pointer, or listing the tenant's artifacts, takes any role
+  of the tenant, as reading a job does.
 - The tenant is the caller's key's (or, for a key of every tenant, X-Tenant-ID's): an
   artifact is recorded with it and is read by that tenant only; a job's context or
   result only when the job is that tenant's. Another tenant's object answers the 404 of

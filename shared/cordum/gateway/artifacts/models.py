@@ -1,11 +1,14 @@
 """What the artifact routes take: an inline artifact (cordum-sdk's
 ``CreateArtifactRequest``, and Cordum's plain ``content``), a large artifact's upload
-request, and the memory read's pointer.
+request, the list's page (``limit``, ``cursor``) and the memory read's pointer.
 
 Bounds: a body of at most :data:`MAX_REQUEST_BYTES` (413 beyond), content of at most
 ``MAX_INLINE_BYTES`` decoded (413), an upload of at most ``MAX_UPLOAD_BYTES`` (413),
 :data:`MAX_LABELS` labels of :data:`MAX_LABEL_CHARS` characters each at most (400), a
-content type of :data:`MAX_CONTENT_TYPE_CHARS` (400).
+content type of :data:`MAX_CONTENT_TYPE_CHARS` (400). A list's ``limit`` is a positive
+integer (400 ``INVALID_LIMIT``; above :data:`MAX_LIST_LIMIT` it is clamped) and its
+``cursor`` a ``next_cursor`` the list answered (400 ``INVALID_CURSOR``), the codes of
+the audit events' list.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cordum.gateway.core.errors import InvalidRequest, PayloadTooLarge
 from cordum.gateway.core.models import no_default
 from cordum.labels import has_control_chars
+from cordum.store.artifact_index import Position
 from cordum.store.artifacts import (
     MAX_INLINE_BYTES,
     MAX_UPLOAD_BYTES,
@@ -31,6 +35,8 @@ MAX_LABELS = 32
 MAX_LABEL_CHARS = 256
 MAX_CONTENT_TYPE_CHARS = 255
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
+DEFAULT_LIST_LIMIT = 50
+MAX_LIST_LIMIT = 200
 
 _OPEN = ConfigDict(extra="ignore", json_schema_extra={"additionalProperties": True})
 
@@ -162,3 +168,24 @@ def memory_key(ptr: str, key: str) -> tuple[str, str]:
     if len(key) > 512 or has_control_chars(key):
         raise InvalidRequest("key is too long or holds control characters", "invalid_pointer")
     return "redis://" + key, key
+
+
+def list_limit(raw: str) -> int:
+    """``limit``: default :data:`DEFAULT_LIST_LIMIT`, clamped to :data:`MAX_LIST_LIMIT`."""
+    raw = raw.strip()
+    if not raw:
+        return DEFAULT_LIST_LIMIT
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9 or int(raw) < 1:
+        raise InvalidRequest("limit must be a positive integer", "INVALID_LIMIT")
+    return min(int(raw), MAX_LIST_LIMIT)
+
+
+def list_cursor(raw: str) -> Position | None:
+    """``cursor``: where the page starts (None: from the newest)."""
+    if not raw.strip():
+        return None
+    try:
+        return Position.decode(raw)
+    except ValueError:
+        raise InvalidRequest("cursor is not a next_cursor of this list",
+                             "INVALID_CURSOR") from None

@@ -1,5 +1,5 @@
 """The artifacts operations of the gateway's OpenAPI document: artifacts made inline or
-uploaded to S3, read back, and the memory read of ``redis://`` pointers."""
+uploaded to S3, listed, read back, and the memory read of ``redis://`` pointers."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ PART = ApiPart(
                   notes={400: codes(("invalid_request", "invalid_json",
                                      "artifact_uploads_unavailable")),
                          403: WRITE_FORBIDDEN, 413: codes(("payload_too_large",)),
+                         503: codes(("store_unavailable",))}),
+        Operation("get", "/api/v1/artifacts", "listArtifacts",
+                  "The tenant's artifacts, newest first: metadata only, never content",
+                  TAG, s.ArtifactList, query=("Limit", "Cursor"),
+                  errors=(400, *AUTHENTICATED),
+                  notes={400: codes(("INVALID_LIMIT", "INVALID_CURSOR")),
                          503: codes(("store_unavailable",))}),
         Operation("get", "/api/v1/artifacts/{ptr}", "getArtifact",
                   "An artifact by its id, art:<id> or percent-encoded pointer: its "

@@ -1,5 +1,6 @@
-"""POST /api/v1/artifacts, POST /api/v1/artifacts/uploads, GET /api/v1/artifacts/{ptr}
-and GET /api/v1/memory: artifacts and what ``redis://`` pointers hold.
+"""POST /api/v1/artifacts, POST /api/v1/artifacts/uploads, GET /api/v1/artifacts,
+GET /api/v1/artifacts/{ptr} and GET /api/v1/memory: artifacts and what ``redis://``
+pointers hold.
 
 - An artifact of up to 4 MiB is sent inline (``content_base64``, or text ``content``)
   and kept in Redis; a larger one (up to 5 GiB) is declared by its size on
@@ -7,6 +8,8 @@ and GET /api/v1/memory: artifacts and what ``redis://`` pointers hold.
 - ``GET /api/v1/artifacts/{ptr}`` takes the id, ``art:<id>``, the pointer
   percent-encoded, or the pointer as it is (``/api/v1/artifacts/redis://art:<id>``,
   the path cordum-sdk builds).
+- ``GET /api/v1/artifacts?limit=&cursor=`` lists the caller's tenant's artifacts,
+  newest first, metadata only (any role of the tenant, as reading one).
 
 Who may do what: :mod:`cordum.gateway.artifacts.access`; bounds and round trips:
 :mod:`cordum.gateway.artifacts.models` and :mod:`cordum.gateway.artifacts.service`.
@@ -26,6 +29,8 @@ from cordum.gateway.artifacts.models import (
     MAX_REQUEST_BYTES,
     ArtifactUploadRequest,
     CreateArtifactRequest,
+    list_cursor,
+    list_limit,
     memory_key,
 )
 from cordum.gateway.artifacts.service import ArtifactService
@@ -79,6 +84,14 @@ def upload_artifact() -> Response:
     body = ArtifactUploadRequest.model_validate(_body(event))
     labels = access.stamped(who, body.labels)
     return json_response(200, runtime.run(service().reserve(who, body, labels)))
+
+
+@router.get("/api/v1/artifacts")
+def list_artifacts() -> Response:
+    event = router.current_event
+    who = access.reader(event)
+    limit, after = list_limit(query(event, "limit")), list_cursor(query(event, "cursor"))
+    return json_response(200, runtime.run(service().page(who, limit, after)))
 
 
 @router.get("/api/v1/artifacts/<ptr>")

@@ -1,6 +1,7 @@
 """Response bodies of the artifact and memory routes (the conventions of
 ``cordum.gateway.core.schemas`` hold here too): cordum-sdk's ``CreateArtifactResponse``,
-``ArtifactDetail`` and the memory read's free-form object, with this gateway's extras."""
+``ArtifactDetail`` and the memory read's free-form object, with this gateway's extras,
+and the tenant's list of artifacts (metadata only)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from pydantic import AwareDatetime, Field
 
 from cordum.gateway.core.models import no_default
-from cordum.gateway.core.schemas import Body, optional
+from cordum.gateway.core.schemas import Body, PaginatedResponse, optional
 
 
 class CreateArtifactResponse(Body):
@@ -56,6 +57,32 @@ class ArtifactDetail(Body):
     download_url: str = optional()
     """A presigned GET of an S3-held artifact (absent for one Redis holds)."""
     download_expires_at: AwareDatetime = optional()
+
+
+class ArtifactListItem(Body):
+    """One artifact of the list: what is known of it, never its content."""
+
+    artifact_ptr: str = optional()
+    """``redis://art:<id>``."""
+    id: str = optional()
+    content_type: str = optional()
+    size_bytes: int = optional()
+    retention: str = optional()
+    """short, standard or audit."""
+    storage: str = optional()
+    """redis (inline) or s3 (uploaded)."""
+    created_at: AwareDatetime = optional()
+    expires_at: AwareDatetime = optional()
+    """Its creation time plus its retention class's TTL."""
+    labels: dict[str, str] = optional()
+
+
+class ArtifactList(PaginatedResponse):
+    """The caller's tenant's artifacts, newest first. A page may hold fewer than
+    ``limit`` items while ``next_cursor`` is set (artifacts that expired are skipped,
+    and a page stops before 2 MiB of items)."""
+
+    items: list[ArtifactListItem] = optional()
 
 
 class MemoryRead(Body):

@@ -1,12 +1,16 @@
 """Artifacts made and read, and memory pointers read, for one caller.
 
-Costs: making an inline artifact is one Redis transaction; an upload is one Redis
-write and a local signature (no S3 call); reading an artifact is one pipelined Redis
-round trip (plus a local signature for an S3-held one); a memory read of a job's
-context or result is two (the job's meta and output decision, then the data), of an
-artifact one. No answer holds more than 4 MiB of content (base64: 5.6 MB), and
-``text``/``json`` are only added to a memory read of at most :data:`MAX_DECODED_BYTES`,
-so every answer fits the 6 MB a Lambda function may answer.
+Costs: making an inline artifact is one Redis transaction (the content, the metadata
+and the tenant's index); an upload is one Redis transaction and a local signature (no
+S3 call); a page of the list is two Redis round trips (a range of the tenant's index,
+an MGET of at most ``limit`` metadata keys) and a third when some had expired (their
+index entries dropped); reading an artifact is one pipelined Redis round trip (plus a
+local signature for an S3-held one); a memory read of a job's context or result is two
+(the job's meta and output decision, then the data), of an artifact one. No answer
+holds more than 4 MiB of content (base64: 5.6 MB), ``text``/``json`` are only added to
+a memory read of at most :data:`MAX_DECODED_BYTES`, and a page of the list stops before
+:data:`MAX_PAGE_BYTES` of items, so every answer fits the 6 MB a Lambda function may
+answer.
 """
 
 from __future__ import annotations
@@ -25,24 +29,48 @@ from cordum.store.artifacts import (
     STORAGE_S3,
     ArtifactMeta,
     ArtifactStore,
+    ListedArtifact,
     StoredArtifact,
     artifact_id,
+    pointer,
 )
 from cordum.store.memory_reads import MemoryReads, job_pointer
 
 if TYPE_CHECKING:
     from cordum.gateway.artifacts.models import ArtifactUploadRequest, CreateArtifactRequest
     from cordum.gateway.core.auth import Principal
+    from cordum.store.artifact_index import Position
 
 MAX_DECODED_BYTES = 512 * 1024
 """A memory read adds ``text`` and ``json`` only for data up to this size: escaped, each
 may take three times the bytes of the data."""
 KIND_ARTIFACT = "artifact"
+MAX_PAGE_BYTES = 2 * 1024 * 1024
+"""A page of the list stops before its items' JSON passes this, with a cursor: an item
+may carry 32 labels of 256 characters each, so 200 of them could pass 6 MB. Escaping the
+body again in the proxy answer at most doubles it: 2 MiB stays under 4 MiB."""
 
 
 def _expires(retention: str) -> str:
     when = datetime.now(UTC) + timedelta(seconds=RETENTION_TTL_S[retention])
     return when.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _at_ms(epoch_ms: int) -> str:
+    when = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _listed(art: ListedArtifact) -> dict[str, Any]:
+    """A list item: the metadata a reader is shown, its id and pointer, and its expiry
+    (its creation, the index's score, plus its retention class's TTL)."""
+    meta, created_ms = art.meta, art.position.score
+    ttl_ms = RETENTION_TTL_S.get(meta.retention, 0) * 1000
+    return {"artifact_ptr": pointer(art.art_id), "id": art.art_id,
+            "content_type": meta.content_type, "size_bytes": meta.size_bytes,
+            "retention": meta.retention, "storage": meta.storage,
+            "created_at": meta.created_at or _at_ms(created_ms),
+            "expires_at": _at_ms(created_ms + ttl_ms), "labels": dict(meta.labels)}
 
 
 def _not_found(what: str = "artifact") -> NotFound:
@@ -103,6 +131,25 @@ class ArtifactService:
         return {"artifact_ptr": ptr, "size_bytes": size, "content_type": meta.content_type,
                 "retention": meta.retention, "storage": meta.storage,
                 "expires_at": _expires(meta.retention), "upload": upload}
+
+    async def page(self, who: Principal, limit: int, after: Position | None
+                   ) -> dict[str, Any]:
+        """A page of the caller's tenant's artifacts, newest first, metadata only: at
+        most ``limit`` items and :data:`MAX_PAGE_BYTES` of them; ``next_cursor`` null
+        once the list is done. Only the tenant's own index is read, so no other tenant's
+        artifact can be listed."""
+        page = await self._artifacts.page(who.tenant, after, limit)
+        items: list[dict[str, Any]] = []
+        used = 0
+        for art in page.items:
+            item = _listed(art)
+            size = len(json.dumps(item, separators=(",", ":")))
+            if items and used + size > MAX_PAGE_BYTES:
+                last = page.items[len(items) - 1].position
+                return {"items": items, "next_cursor": last.encode()}
+            items.append(item)
+            used += size
+        return {"items": items, "next_cursor": page.end.encode() if page.end else None}
 
     async def _readable(self, who: Principal, ref: str) -> tuple[str, StoredArtifact]:
         art_id = artifact_id(ref)
