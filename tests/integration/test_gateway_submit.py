@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -691,3 +692,17 @@ def test_an_allowed_submit_costs_one_redis_call_and_a_key_two_more(gw):
     assert plain == ["EVALSHA"]
     assert keyed == ["SET", "EVALSHA", "EXPIRE"]
     assert unread == ["MGET", "EVALSHA"]
+
+
+def test_a_gated_job_with_a_deadline_has_it_from_its_submit(gw):
+    # The approval context counts down to it while the job waits for a person (the
+    # scheduler, which sets it otherwise, does not see the job before the approval).
+    before = time.time_ns() // 1000
+    status, out, _ = gw.submit(body("job.submit.review", deadline_ms=600_000))
+    after = time.time_ns() // 1000
+    assert status == 200 and out["status"] == "approval_required", out
+    deadline = int(gw.meta(out["job_id"])["deadline_unix"])
+    assert before + 600_000_000 <= deadline <= after + 600_000_000
+    # Without a deadline, none is invented.
+    _, plain, _ = gw.submit(body("job.submit.review"))
+    assert "deadline_unix" not in gw.meta(plain["job_id"])

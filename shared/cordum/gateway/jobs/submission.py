@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from cordum import protocol
 from cordum.gateway.jobs.models import PRIORITIES
-from cordum.store.jobs import JobState, NewJob
+from cordum.store.jobs import JobState, NewJob, now_us
 
 if TYPE_CHECKING:
     from cordum.gateway.jobs.models import SubmitJobRequest
@@ -86,6 +86,11 @@ def new_job(body: SubmitJobRequest, req: protocol.JobRequest, trace_id: str,
         "memory_id": body.memory_id,
         **(fields or {}),
     }
+    if state is JobState.APPROVAL_REQUIRED and req.budget.deadline_ms > 0:
+        # A job gated here waits for a person before the scheduler ever sees it: its
+        # deadline counts from now, so the approval context can say how long is left.
+        # (The scheduler sets it at dispatch otherwise, and keeps one already set.)
+        meta["deadline_unix"] = str(now_us() + req.budget.deadline_ms * 1000)
     return NewJob(
         job_id=req.job_id,
         trace_id=trace_id,
