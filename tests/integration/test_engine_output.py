@@ -191,8 +191,10 @@ def test_sync_quarantine_sets_the_state_dlq_and_audit_event(harness):
         ("output.quarantine", "system:output-policy", h.job_id, "blocked topic")
 
 
-def test_async_content_quarantine_downgrades_a_succeeded_job(harness):
-    """Case 24 (TestHandleJobResultAsyncQuarantine): meta ALLOW, content QUARANTINE."""
+def test_content_quarantine_is_the_state_written_never_succeeded_first(harness):
+    """Case 24 (TestHandleJobResultAsyncQuarantine): meta ALLOW, content QUARANTINE. Cordum
+    writes SUCCEEDED and then downgrades it; here the content scan runs before the state
+    is written, which is written once: OUTPUT_QUARANTINED."""
     loop, h = harness
 
     async def scenario():
@@ -205,17 +207,17 @@ def test_async_content_quarantine_downgrades_a_succeeded_job(harness):
         return outcome, found
 
     outcome, dlq = loop.run_until_complete(scenario())
-    # The result was recorded SUCCEEDED, then the content scan quarantined it.
-    assert outcome.state == "SUCCEEDED"
+    assert outcome.state == "OUTPUT_QUARANTINED"
     meta = loop.run_until_complete(h.meta())
     assert meta["state"] == "OUTPUT_QUARANTINED" and meta["result_ptr"] == ""
     record = json.loads(meta["output_safety"])
     assert record["phase"] == "async" and record["rule_id"] == "leak"
     events = loop.run_until_complete(h.redis.lrange(f"job:events:{h.job_id}", 0, -1))
-    assert [json.loads(e)["state"] for e in events][-2:] == ["SUCCEEDED", "OUTPUT_QUARANTINED"]
+    states = [json.loads(e)["state"] for e in events]
+    assert states[-1] == "OUTPUT_QUARANTINED" and "SUCCEEDED" not in states, states
     entry = json.loads(loop.run_until_complete(h.redis.get(f"dlq:entry:{h.job_id}")))
     assert entry["reason_code"] == "output_quarantined_async"
-    assert entry["last_state"] == "SUCCEEDED"
+    assert entry["last_state"] == "RUNNING"
     assert [p.job_result.error_code for p in dlq] == ["output_quarantined_async"]
     [event] = loop.run_until_complete(h.audited())
     assert (event["type"], event["job_id"], event["extra"]["decision"]) == \

@@ -273,8 +273,8 @@ def test_a_quarantine_decision_is_still_applied_at_once(unique, policy_path):
     try:
         w.running()
         # When the result is applied
-        assert w.succeed(f"here it is: {PRIVATE_KEY}").state == "SUCCEEDED"
-        # Then the content scan's quarantine stands at once, and nothing is held
+        assert w.succeed(f"here it is: {PRIVATE_KEY}").state == "OUTPUT_QUARANTINED"
+        # Then the content scan's quarantine is the state written, and nothing is held
         meta = w.meta()
         assert meta["state"] == "OUTPUT_QUARANTINED" and meta["result_ptr"] == ""
         assert json.loads(meta["output_safety"])["rule_id"] == "leak"

@@ -49,25 +49,26 @@ def test_quarantined_output_is_not_served(path, topic, output, phase):
     assert not meta.get("result_ptr")
 
 
-def test_succeeded_output_is_not_served_before_the_content_scan_decides(
+def test_output_is_not_served_before_the_content_scan_decides(
         gateway, output_kernel, monkeypatch):
     configure(monkeypatch, OUTPUT_POLICY_ENABLED="true")
     seen: dict[str, dict] = {}
     alice = Principal(tenant="default", role="admin", principal_id="alice")
 
     async def look(job_id: str) -> None:
-        # The job is SUCCEEDED (sync phase passed) while its content is being scanned.
+        # The metadata check passed; the content is being scanned.
         seen[job_id] = await deps.jobs().get(alice, job_id)
 
     world = ResultPath(output_kernel, output=True, during=look)
     try:
-        # Given a SUCCEEDED job whose content scan has not decided yet
+        # Given a job whose content scan has not decided yet
         job_id = world.submit("write something")
         world.dispatch(job_id)
         output = f"the scan would find {PRIVATE_KEY}"
         world.report(job_id, world.write_result(job_id, output))
         during = seen[job_id]
-        assert during["state"] == "SUCCEEDED"
+        # It is not SUCCEEDED yet: the state is written with the scan's decision
+        assert during["state"] == "RUNNING"
         # Then what was answered meanwhile holds neither the output nor its pointer
         assert during["result"] is None and during["result_ptr"] is None, during
         assert output not in json.dumps(during)

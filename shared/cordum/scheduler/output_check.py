@@ -10,13 +10,17 @@ Two phases, as in Cordum (engine wiring is the caller's):
     text stored at ``res:<job_id>:redacted`` (24 h); the verdict carries its
     pointer, which replaces ``result_ptr``. Any failure on that path quarantines.
 
-``async_check`` — after SUCCEEDED has been written. The full content scan
+``async_check`` — the full content scan. The engine runs it right after the
+    metadata check, before the state is written, so the state is written once with the
+    final decision (:meth:`cordum.scheduler.output_phase.OutputPhase.check_result`);
+    a held output is scanned again once its job is SUCCEEDED. The full content scan
     (CheckContent, 30 s or the caller's shorter bound). Errors follow the output
     fail mode (closed -> QUARANTINE), except a kernel not reached in time (UNAVAILABLE,
     DEADLINE_EXCEEDED, circuit open) under fail-closed: the verdict is ``held``, no
     decision, nothing recorded; the output stays unserved until a later check decides
-    (:mod:`cordum.scheduler.held_outputs`). ``quarantine`` means: under the job lock, if
-    the job is still SUCCEEDED, move it to OUTPUT_QUARANTINED and emit the DLQ
+    (:mod:`cordum.scheduler.held_outputs`). ``quarantine`` means: the state written is
+    OUTPUT_QUARANTINED, or for a held job, under the job lock, if the job is still
+    SUCCEEDED, move it to OUTPUT_QUARANTINED and emit the DLQ
     entry with code :data:`ASYNC_QUARANTINE_CODE`. A REDACT decided here (a rule
     with content patterns, which the meta phase cannot see) is stored like the sync
     one and the verdict's ``result_ptr`` is the redacted pointer for the caller to

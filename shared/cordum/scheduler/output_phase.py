@@ -20,7 +20,11 @@ from cordum.errors import RetryAfter
 from cordum.metrics import METRICS
 from cordum.safety.output_client import CONTENT_TIMEOUT_S
 from cordum.safety.output_wire import OutputDecision
-from cordum.scheduler.output_check import ASYNC_QUARANTINE_CODE, UNAVAILABLE_QUARANTINE_CODE
+from cordum.scheduler.output_check import (
+    ASYNC_QUARANTINE_CODE,
+    QUARANTINE_REASON_CODE,
+    UNAVAILABLE_QUARANTINE_CODE,
+)
 from cordum.store.audit_trail import AuditTrail, governance, process_hmac_key
 from cordum.store.errors import InvalidTransition, StoreError
 from cordum.store.held_outputs import HeldOutputs
@@ -54,12 +58,25 @@ class OutputScan:
     result_ptr: str
     prefetched: Prefetched
     verdict: OutputVerdict
+    code: str = QUARANTINE_REASON_CODE
+    """The DLQ code of a quarantine: the metadata check's or the content scan's."""
+    held: bool = False
+    """The content scan reached no kernel (fail-closed): the metadata check's verdict is
+    recorded and the output is held, unserved, until a later scan decides."""
+    earlier: OutputScan | None = None
+    """The metadata check's scan, when this is the content scan after it."""
     record: str = field(init=False, repr=False, compare=False)
     """The verdict's record as JSON, encoded once: the meta field and the decision key
     carry the same document."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "record", self.verdict.record_json())
+
+    @property
+    def served_ptr(self) -> str:
+        """The pointer the job's result is served from: the redacted copy after a
+        redaction, else the worker's."""
+        return self.verdict.result_ptr or self.result_ptr
 
     @property
     def request(self) -> protocol.JobRequest | None:
@@ -81,7 +98,9 @@ class OutputScan:
         elif verdict.decision is OutputDecision.REDACT:
             kind = "output.redact"
         else:
-            return None
+            # A clean content scan of an output the metadata check redacted: the act
+            # on the job is that redaction.
+            return None if self.earlier is None else self.earlier.audit_event()
         return governance(kind, self.tenant or "default", OUTPUT_POLICY_ACTOR,
                           job_id=self.job_id, reason=verdict.reason or None,
                           extra={"topic": self.topic, "decision": verdict.decision.value})
@@ -129,25 +148,44 @@ class OutputPhase:
         self._metrics(verdict, topic, started)
         return OutputScan(res.job_id, topic, tenant, labels, res.result_ptr, pre, verdict)
 
-    async def check_content(self, job_id: str, scan: OutputScan) -> ContentOutcome:
-        """The content check of a job now SUCCEEDED (Cordum's async phase); a held output
-        enters the held set (``RetryAfter`` when it cannot: the result is delivered again,
-        and scanned again)."""
+    async def check_result(self, res: protocol.JobResult) -> OutputScan:
+        """Both checks of a SUCCEEDED result, before its state is written: the metadata
+        check, then (unless it quarantined) the content scan of what would be served.
+
+        The state is written once, with the final decision: a job never shows
+        SUCCEEDED and then OUTPUT_QUARANTINED, its result is served from the moment it
+        is SUCCEEDED, and the decision costs no write of its own. Only a scan that
+        reached no kernel under fail-closed leaves the output held (:attr:`OutputScan.held`,
+        the metadata verdict recorded): the caller adds it to the held set once the
+        state is written."""
+        scan = await self.check_metadata(res)
+        if scan.verdict.quarantine:
+            return scan
         timeout = min(CONTENT_TIMEOUT_S,
                       runtime.time_left(CONTENT_TIMEOUT_S) - self._policy.output_margin_s)
         if timeout <= 0:
             # No time left in this invocation: end as a slow kernel would (held, when
             # the output fails closed).
-            log.warning("job %s: no time left for the output content check", job_id)
+            log.warning("job %s: no time left for the output content check", res.job_id)
             timeout = 0.001
-        outcome = await self._content(job_id, scan.prefetched,
-                                      scan.verdict.result_ptr or scan.result_ptr, timeout)
-        if outcome is ContentOutcome.HELD:
-            try:
-                await self._held.hold(job_id, now_us())
-            except StoreError as exc:
-                raise RetryAfter(f"job {job_id}: {exc}", self._policy.retry_store_s) from exc
-        return outcome
+        started = time.monotonic()
+        served = scan.served_ptr
+        verdict = await self._checker.async_check(
+            res.job_id, scan.topic, scan.tenant, served, labels=scan.labels,
+            timeout_s=timeout, prefetched=scan.prefetched, record=False)
+        self._metrics(verdict, scan.topic, started)
+        if verdict.held:
+            return replace(scan, held=True)
+        return OutputScan(res.job_id, scan.topic, scan.tenant, scan.labels, served,
+                          scan.prefetched, verdict, code=ASYNC_QUARANTINE_CODE, earlier=scan)
+
+    async def hold(self, job_id: str) -> None:
+        """Puts a SUCCEEDED job's output in the held set (``RetryAfter`` when it cannot:
+        the result is delivered again, and scanned again)."""
+        try:
+            await self._held.hold(job_id, now_us())
+        except StoreError as exc:
+            raise RetryAfter(f"job {job_id}: {exc}", self._policy.retry_store_s) from exc
 
     async def recheck(self, job_id: str, result_ptr: str, timeout_s: float, *,
                       give_up_s: float | None = None) -> ContentOutcome:
@@ -173,9 +211,17 @@ class OutputPhase:
             code = UNAVAILABLE_QUARANTINE_CODE
             verdict = replace(verdict, held=False, quarantine=True, reason=(
                 f"output check unavailable for {give_up_s:.0f} s: {verdict.reason}"))
-        done = OutputScan(job_id, topic, tenant, labels, result_ptr, pre, verdict)
+        done = OutputScan(job_id, topic, tenant, labels, result_ptr, pre, verdict, code=code)
+        return await self.settle(job_id, done)
+
+    async def settle(self, job_id: str, done: OutputScan) -> ContentOutcome:
+        """Applies a content decision to a job already SUCCEEDED: a quarantine moves it
+        to OUTPUT_QUARANTINED, any other decision is recorded (the output is served from
+        then on). For a held output decided later, and for a redelivered result that
+        finds the job SUCCEEDED with its output held."""
+        verdict, result_ptr = done.verdict, done.result_ptr
         if verdict.quarantine:
-            return await self._quarantine(job_id, done, code)
+            return await self._quarantine(job_id, done, done.code)
         fields = done.fields()
         if verdict.result_ptr and verdict.result_ptr != result_ptr:
             fields["result_ptr"] = verdict.result_ptr

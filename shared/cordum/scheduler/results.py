@@ -14,7 +14,6 @@ from cordum import protocol
 from cordum.errors import RetryAfter
 from cordum.metrics import METRICS
 from cordum.scheduler.compensation import InvalidCompensation
-from cordum.scheduler.output_check import QUARANTINE_REASON_CODE
 from cordum.scheduler.output_phase import OutputPhase
 from cordum.scheduler.packets import Outcome, decode
 from cordum.step_job_ids import parse_step_job_id
@@ -105,16 +104,18 @@ class ResultPath:
         scan: OutputScan | None = None
         records = None
         if state is JobState.SUCCEEDED and self._output is not None:
-            scan = await self._output.check_metadata(res)
+            # Both checks before the state is written: it is written once, with the
+            # decision (a job never flips from SUCCEEDED to OUTPUT_QUARANTINED).
+            scan = await self._output.check_result(res)
             fields.update(scan.fields())
             records = scan.records()
             if scan.verdict.quarantine:
                 state = JobState.OUTPUT_QUARANTINED
                 fields["result_ptr"] = ""  # quarantined output is never served
                 dlq = {"topic": scan.topic, "status": JobState.DENIED.value,
-                       "reason": scan.verdict.reason, "reason_code": QUARANTINE_REASON_CODE}
-            elif scan.verdict.result_ptr:
-                fields["result_ptr"] = scan.verdict.result_ptr
+                       "reason": scan.verdict.reason, "reason_code": scan.code}
+            else:
+                fields["result_ptr"] = scan.served_ptr
         # Fenced by the worker of record (written at dispatch) in the same script:
         # a result from any other worker changes nothing, at no extra round trip.
         audit = None
@@ -140,14 +141,20 @@ class ResultPath:
             # idempotent per job and a second rollback trigger finds nothing to undo.
             await self._saga_step(res, state, result.workflow_id,
                                   scan.request if scan is not None else None)
-        if scan is not None and state is JobState.SUCCEEDED and result is not None and (
-            result.applied or result.previous == state.value
+        if scan is not None and scan.held and state is JobState.SUCCEEDED and (
+            result is not None and (result.applied or result.previous == state.value)
         ):
-            # The content scan, awaited here: a task left running after the handler
-            # returns is frozen with the container. A redelivery scans again (a lost
-            # invocation must not skip it); a quarantine applies once.
+            # The content scan reached no kernel: the output waits, unserved, in the held
+            # set (again on a redelivery: the first may have stopped before it).
             assert self._output is not None
-            await self._output.check_content(res.job_id, scan)
+            await self._output.hold(res.job_id)
+        elif scan is not None and not scan.held and result is not None and (
+            not result.applied and result.previous == JobState.SUCCEEDED.value
+        ):
+            # A redelivery that finds the job SUCCEEDED: its first delivery may have
+            # left the output held; this scan decided, so the decision is applied now.
+            assert self._output is not None
+            await self._output.settle(res.job_id, scan)
         if result is not None and state.terminal and (
             result.applied or result.previous == state.value or platform_notice(res)
         ):
@@ -163,7 +170,7 @@ class ResultPath:
             assert self._output is not None
             await self._output.audit(res.job_id, scan.verdict)
             await self._writer.publish_dlq(res.job_id, JobState.DENIED.value,
-                                           scan.verdict.reason, QUARANTINE_REASON_CODE)
+                                           scan.verdict.reason, scan.code)
         elif dlq is not None:
             await self._writer.publish_dlq(res.job_id, state.value, res.error_message,
                                            res.error_code)
