@@ -16,8 +16,8 @@ export function Unavailable({ reason, id, children }: UnavailableProps) {
   if (!reason) return null;
   return (
     <p className="unavailable" id={id}>
-      <span aria-hidden="true">🔒 </span>
-      {reason}
+      <strong aria-hidden="true">Unavailable: </strong>
+      <span>{reason}</span>
       {children}
     </p>
   );

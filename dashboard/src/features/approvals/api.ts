@@ -5,6 +5,7 @@ import { usePollInterval } from '@/lib/live';
 
 export type ApprovalItem = Schemas['ApprovalItem'];
 export type Decision = 'approve' | 'reject';
+export type ApprovalContext = Schemas['ApprovalContext'];
 
 export const PAGE_SIZE = 50;
 
@@ -36,6 +37,36 @@ export function useApprovalContext(jobId: string, enabled: boolean) {
   });
 }
 
+/** How many list pages of {@link ITEM_PAGE_SIZE} the item of one job is looked for in. */
+export const ITEM_PAGES = 5;
+export const ITEM_PAGE_SIZE = 200;
+
+/**
+ * The waiting item of `jobId` as the list has it (with `may_decide` for the signed-in
+ * key), or null when the job no longer waits (or is past the first pages looked at).
+ * Under ['approvals'], so job events refresh it.
+ */
+export function useApprovalItem(jobId: string) {
+  const api = useApi();
+  const poll = usePollInterval();
+  return useQuery({
+    queryKey: ['approvals', 'item', jobId],
+    queryFn: async (): Promise<ApprovalItem | null> => {
+      let cursor = '';
+      for (let n = 0; n < ITEM_PAGES; n++) {
+        const query = cursor ? { limit: ITEM_PAGE_SIZE, cursor } : { limit: ITEM_PAGE_SIZE };
+        const page = await unwrap(api.GET('/api/v1/approvals', { params: { query } }));
+        const found = (page.items ?? []).find((item) => item.job?.id === jobId);
+        if (found) return found;
+        if (!page.next_cursor) break;
+        cursor = page.next_cursor;
+      }
+      return null;
+    },
+    refetchInterval: poll,
+  });
+}
+
 export function useDecide(jobId: string) {
   const api = useApi();
   const queryClient = useQueryClient();
@@ -53,6 +84,7 @@ export function useDecide(jobId: string) {
         queryClient.invalidateQueries({ queryKey: ['approvals'] }),
         queryClient.invalidateQueries({ queryKey: ['job', jobId] }),
         queryClient.invalidateQueries({ queryKey: ['jobs'] }),
+        queryClient.invalidateQueries({ queryKey: ['approval-context', jobId] }),
       ]);
     },
   });

@@ -3,14 +3,8 @@ import { Link } from 'react-router';
 
 import { ErrorState, formatTime, JsonView, Loading, StatusBadge } from '@/components';
 
-import {
-  decidable,
-  decisionError,
-  useApprovalContext,
-  useDecide,
-  type ApprovalItem,
-  type Decision,
-} from '../api';
+import { decidable, useApprovalContext, type ApprovalItem, type Decision } from '../api';
+import { DecisionForm } from './DecisionForm';
 
 function Context({ jobId }: { jobId: string }) {
   const context = useApprovalContext(jobId, true);
@@ -29,30 +23,9 @@ export type ApprovalCardProps = {
 export function ApprovalCard({ item, onDecided }: ApprovalCardProps) {
   const jobId = item.job?.id ?? '';
   const headingId = useId();
-  const reasonId = useId();
-  const whyNotId = useId();
-  const problemId = useId();
-  const [reason, setReason] = useState('');
   const [showContext, setShowContext] = useState(false);
-  const [missingReason, setMissingReason] = useState(false);
-  const decide = useDecide(jobId);
   const { may, why } = decidable(item);
   const workflow = item.workflow;
-
-  function send(decision: Decision) {
-    if (!reason.trim()) {
-      setMissingReason(true);
-      return;
-    }
-    setMissingReason(false);
-    decide.mutate(
-      { decision, reason: reason.trim() },
-      { onSuccess: () => onDecided(jobId, decision) },
-    );
-  }
-
-  const problem = missingReason ? 'Give a reason for the decision.' : decide.isError ? decisionError(decide.error) : '';
-  const describedBy = [may ? '' : whyNotId, problem ? problemId : ''].filter(Boolean).join(' ') || undefined;
 
   return (
     <article className="card approval" aria-labelledby={headingId}>
@@ -107,52 +80,12 @@ export function ApprovalCard({ item, onDecided }: ApprovalCardProps) {
       <button type="button" aria-expanded={showContext} onClick={() => setShowContext((v) => !v)}>
         {showContext ? 'Hide context' : 'Show context'}
       </button>
+      <Link className="approval-open" to={`/approvals/${encodeURIComponent(jobId)}`}>
+        Open approval page
+      </Link>
       {showContext && <Context jobId={jobId} />}
 
-      <div className="decision">
-        <div className="field">
-          <label htmlFor={reasonId}>Reason</label>
-          <textarea
-            id={reasonId}
-            value={reason}
-            maxLength={512}
-            disabled={!may}
-            onChange={(e) => setReason(e.target.value)}
-            aria-describedby={describedBy}
-            aria-invalid={missingReason ? true : undefined}
-          />
-        </div>
-        <div className="decision-buttons">
-          <button
-            type="button"
-            className="button-primary"
-            disabled={!may || decide.isPending}
-            aria-describedby={describedBy}
-            onClick={() => send('approve')}
-          >
-            Approve
-          </button>
-          <button
-            type="button"
-            className="button-danger"
-            disabled={!may || decide.isPending}
-            aria-describedby={describedBy}
-            onClick={() => send('reject')}
-          >
-            Reject
-          </button>
-          {!may && (
-            <p id={whyNotId} className="decision-why">
-              {why}
-            </p>
-          )}
-        </div>
-        {problem && (
-          <p id={problemId} className="form-error" role="alert">
-            {problem}
-          </p>
-        )}
-      </div>
+      <DecisionForm jobId={jobId} blocked={may ? '' : why} onDecided={(decision) => onDecided(jobId, decision)} />
     </article>
   );
 }

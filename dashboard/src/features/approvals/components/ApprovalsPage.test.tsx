@@ -39,6 +39,10 @@ describe('ApprovalsPage', () => {
     expect(within(card).getByText('amount is 100 or more')).toBeInTheDocument();
     expect(within(card).getByText('REQUIRE_APPROVAL')).toBeInTheDocument();
     expect(within(card).getByRole('link', { name: 'Run run-1' })).toHaveAttribute('href', '/runs/run-1');
+    expect(within(card).getByRole('link', { name: 'Open approval page' })).toHaveAttribute(
+      'href',
+      `/approvals/${encodeURIComponent(GATE)}`,
+    );
   });
 
   it('approves with the reason given', async () => {

@@ -43,7 +43,16 @@ function Facts({ job }: { job: JobDetail }) {
     ['State', <StatusBadge key="s" status={job.state ?? ''} />],
     ['Topic', job.topic],
     ['Tenant', job.tenant],
-    ['Trace ID', job.trace_id ? <span className="mono">{job.trace_id}</span> : ''],
+    [
+      'Trace ID',
+      job.trace_id ? (
+        <Link key="t" className="mono" to={`/traces/${encodeURIComponent(job.trace_id)}`}>
+          {job.trace_id}
+        </Link>
+      ) : (
+        ''
+      ),
+    ],
     ['Created', formatTime(job.created_at)],
     ['Updated', formatTime(job.updated_at)],
     ['Worker', job.worker_id],
