@@ -3,7 +3,7 @@
 Re-drives PENDING, approved APPROVAL_REQUIRED and SCHEDULED jobs older than
 the dispatch timeout through the engine, then checks held outputs again (with the
 output policy on), ticking twice a minute under the replayer's TTL-hold lock
-(wired in :mod:`cordum.scheduler.ticks`).
+(wired in :mod:`cordum.scheduler.replayer_tick`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from cordum.logs import setup
-from cordum.scheduler.ticks import replayer_tick
+from cordum.scheduler import dispatch  # noqa: F401  (its path: see below)
+from cordum.scheduler.replayer_tick import replayer_tick
 
+# The engine builds each of its paths on first use; this function's path (imported
+# above) is loaded with the module, the others never.
 setup()
 
 

@@ -21,7 +21,8 @@ less than ``min_tick_s`` would be left, the invocation ends after the tick befor
 
 Each tick function wires its ticker once per container and hands its invocation to
 :func:`scheduled` (the scheduler's reconciler and replayer in
-:mod:`cordum.scheduler.ticks`, the workflow reconciler in
+:mod:`cordum.scheduler.reconciler_tick` and :mod:`cordum.scheduler.replayer_tick`, the
+workflow reconciler in
 :mod:`cordum.workflow.service`); the Lambda modules only call that entry point.
 """
 

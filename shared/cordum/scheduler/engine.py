@@ -12,13 +12,12 @@ This is the front of three paths over one set of ports: the request path
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING
 
-from cordum.scheduler.dispatch import Dispatcher
 from cordum.scheduler.packets import Outcome
 from cordum.scheduler.policy import DEFAULT_ENGINE_POLICY, EnginePolicy
 from cordum.scheduler.ports import EnginePorts
-from cordum.scheduler.results import ResultPath
 from cordum.scheduler.transitions import StateWriter
 
 if TYPE_CHECKING:
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from cordum.bus.publisher import BusPublisher
     from cordum.bus.workflow_events import RunEventSink
     from cordum.safety.client import SafetyVerdict
+    from cordum.scheduler.dispatch import Dispatcher
     from cordum.scheduler.output_check import OutputChecker
     from cordum.scheduler.ports import (
         CompensationRecorder,
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         RoutingStrategy,
         WorkerDirectory,
     )
+    from cordum.scheduler.results import ResultPath
     from cordum.store.jobs import JobStore
 
 __all__ = ["Engine", "EnginePolicy", "EnginePorts", "Outcome"]
@@ -75,10 +76,24 @@ class Engine:
 
     def _wire(self, ports: EnginePorts) -> None:
         self.ports = ports
-        writer = StateWriter(ports, self.policy)
-        self._dispatch = Dispatcher(ports, writer, self.policy,
-                                    input_fail_open=self.input_fail_open)
-        self._results = ResultPath(ports, writer, self.policy)
+        self._writer = StateWriter(ports, self.policy)
+
+    # Each path is built, and its modules imported, on its first use: the submit
+    # function never loads the result path (nor the output policy's client), the result
+    # function never loads routing and dispatch.
+
+    @cached_property
+    def _dispatch(self) -> Dispatcher:
+        from cordum.scheduler.dispatch import Dispatcher
+
+        return Dispatcher(self.ports, self._writer, self.policy,
+                          input_fail_open=self.input_fail_open)
+
+    @cached_property
+    def _results(self) -> ResultPath:
+        from cordum.scheduler.results import ResultPath
+
+        return ResultPath(self.ports, self._writer, self.policy)
 
     @property
     def store(self) -> JobStore:
