@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests import redis_db
 from tests.helpers import serving_kernel
@@ -23,6 +24,14 @@ ACL_REDIS_URL = redis_db.with_db(SERVER_REDIS_URL, 0)
 """For a client logging in as one of Cordum's ACL users, which may not SELECT (as on
 ElastiCache, which has db 0 only): such a test touches only keys named after itself."""
 NATS_URL = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
+
+# Property tests assert behaviour, not speed: hypothesis's timing checks (an example's
+# 200 ms deadline, "input generation is slow") measure the machine, and a loaded CI
+# machine (two cores beside LocalStack and Redis) trips them with a 1.5 s pause. A test
+# that sets its own settings keeps them; what it leaves out comes from this profile.
+settings.register_profile("cordum", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("cordum")
 
 
 def __getattr__(name: str) -> str:
