@@ -133,7 +133,11 @@ def test_a_runs_cost_is_bounded_by_the_workflow_limits(stack):
                                   {"items": list(range(20)), "blob": "x" * 15_000})
         assert status in (200, 201, 202), body
         run_id = body["run_id"]
-        run = wait_run(stack, run_id, RUN_ENDS, timeout=120)
+        # Ten items go out at once to the stack's one echo worker (4 slots): an item
+        # routed while the worker's heartbeat reports it full waits PENDING, and the
+        # replayer drives it again after the dispatch timeout (300 s, then its next
+        # 30 s tick: docs/scheduling.md). Seconds as a rule; the wait allows for that.
+        run = wait_run(stack, run_id, RUN_ENDS, timeout=400)
         assert run["status"] == "succeeded", run["steps"]
         document = json.dumps(run)
         # the run input once (15 KB), not once per item (20 x 15 KB)
