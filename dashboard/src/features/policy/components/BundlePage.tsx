@@ -12,18 +12,16 @@ import {
   usePublish,
   useSaveBundle,
   type Bundle,
-  type Proposal,
 } from '../api';
 import { problemOf, type BundleProblem } from '../validation';
 import '../policy.css';
 import { DiffView } from './DiffView';
 import { Editor } from './Editor';
-import { PendingProposal } from './Pending';
+import { NoticeArea, type Notice } from './Pending';
 import { Refused } from './Refused';
 import { SimulateForm } from './SimulateForm';
 import { StateBadge } from './StateBadge';
 
-type Notice = { text: string; failed?: boolean; proposal?: Proposal };
 
 function BundleEditor({ id, stored, change, simulate }: { id: string; stored: Bundle | null; change: Verdict; simulate: Verdict }) {
   const navigate = useNavigate();
@@ -119,14 +117,7 @@ function BundleEditor({ id, stored, change, simulate }: { id: string; stored: Bu
         )}
       </dl>
 
-      <div role="status" aria-live="polite">
-        {notice && (
-          <div className={notice.failed ? 'notice notice-danger' : 'notice'}>
-            <p>{notice.text}</p>
-          </div>
-        )}
-        {notice?.proposal && <PendingProposal proposal={notice.proposal} />}
-      </div>
+      <NoticeArea notice={notice} />
 
       <section aria-labelledby="policy-edit-heading" className="policy-section">
         <h2 id="policy-edit-heading">Content</h2>

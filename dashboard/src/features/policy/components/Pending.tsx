@@ -31,3 +31,20 @@ export function PendingProposal({ proposal }: { proposal: Proposal }) {
     </div>
   );
 }
+
+/** What the page says after an act: its outcome, or the proposal it became. */
+export type Notice = { text: string; failed?: boolean; proposal?: Proposal };
+
+/** The page's live region for its latest notice. */
+export function NoticeArea({ notice }: { notice: Notice | null }) {
+  return (
+    <div role="status" aria-live="polite">
+      {notice && (
+        <div className={notice.failed ? 'notice notice-danger' : 'notice'}>
+          <p>{notice.text}</p>
+        </div>
+      )}
+      {notice?.proposal && <PendingProposal proposal={notice.proposal} />}
+    </div>
+  );
+}

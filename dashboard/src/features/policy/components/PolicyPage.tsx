@@ -16,12 +16,12 @@ import {
 } from '../api';
 import '../policy.css';
 import { Editor } from './Editor';
-import { PendingProposal } from './Pending';
 import { Refused } from './Refused';
 import { StateBadge } from './StateBadge';
 import { problemOf, type BundleProblem } from '../validation';
 
-import { Proposals, type Notice, type Report } from './Proposals';
+import { NoticeArea, type Notice } from './Pending';
+import { Proposals, type Report } from './Proposals';
 
 function short(sha: string | undefined): string {
   return sha ? sha.slice(0, 12) : '';
@@ -267,14 +267,7 @@ export function PolicyPage() {
     const principalId = me.data.principal_id;
     body = (
       <>
-        <div role="status" aria-live="polite">
-          {notice && (
-            <div className={notice.failed ? 'notice notice-danger' : 'notice'}>
-              <p>{notice.text}</p>
-            </div>
-          )}
-          {notice?.proposal && <PendingProposal proposal={notice.proposal} />}
-        </div>
+        <NoticeArea notice={notice} />
         <section aria-labelledby="policy-bundles-heading" className="policy-section">
           <h2 id="policy-bundles-heading">Bundles</h2>
           <Bundles />

@@ -4,9 +4,9 @@ import { ConfirmButton, EmptyState, ErrorState, formatTime, Loading, Unavailable
 import { describeError } from '@/lib/api';
 import type { Verdict } from '@/lib/capabilities';
 
+import { type Notice } from './Pending';
 import { describeProposal, ownProposalReason, useConfirmProposal, useProposals, useRejectProposal, type Proposal } from '../api';
 
-export type Notice = { text: string; failed?: boolean; proposal?: Proposal };
 export type Report = (notice: Notice) => void;
 
 function ProposalRow({ proposal, change, principalId, report }: { proposal: Proposal; change: Verdict; principalId?: string; report: Report }) {
