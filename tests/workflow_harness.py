@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 
 from cordum import protocol
 from cordum.bus.publisher import NatsPublisher
+from cordum.bus.streams import ensure_stream
 from cordum.bus.workflow_events import RunEvent
 from cordum.config import PoolsConfig, load_settings
 from cordum.errors import RetryAfter
@@ -131,6 +132,7 @@ class WorkflowStack:
         self.applied: list[str] = []
         self.run_ids: set[str] = set()
         self.lose_submits: set[str] = set()
+        self.stored_ids: set[str] = set()
         """Job ids whose next sys.job.submit message is dropped (once each)."""
         self._nc: Any = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -145,11 +147,10 @@ class WorkflowStack:
         await self.redis.set(self.snapshot_key, json.dumps(doc), ex=600)
         self._nc = await nats.connect(NATS_URL)
         js = self._nc.jetstream()
-        try:
-            self._stream = await js.find_stream_name_by_subject(protocol.SUBJECT_SUBMIT)
-            self._first_seq = (await js.stream_info(self._stream)).state.last_seq + 1
-        except Exception:  # no stream yet: the publisher makes it, from sequence 1
-            self._stream, self._first_seq = "", 1
+        # The job stream, as the bridge makes it (a fresh NATS has none, and step jobs
+        # are published to it durably).
+        self._stream = await ensure_stream(js)
+        self._first_seq = (await js.stream_info(self._stream)).state.last_seq + 1
         await self._nc.subscribe(protocol.SUBJECT_SUBMIT, cb=self._on_submit)
         await self._nc.subscribe(protocol.SUBJECT_RESULT, cb=self._on_result)
         await self._nc.subscribe(protocol.SUBJECT_CANCEL, cb=self._on_result)
@@ -162,6 +163,13 @@ class WorkflowStack:
         return job_id.partition(":")[0] in self.run_ids
 
     async def _on_submit(self, msg: Any) -> None:
+        # The job stream stores one message per Nats-Msg-Id in its duplicate window
+        # (two minutes, longer than any test): a repeat never reaches the bridge.
+        msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
+        if msg_id in self.stored_ids:
+            return
+        if msg_id:
+            self.stored_ids.add(msg_id)
         decoded = protocol.decode(msg.data)
         job_id = decoded.packet.job_request.job_id if decoded.kind == "job_request" else ""
         if job_id in self.lose_submits:  # its message lost on the way: never stored
