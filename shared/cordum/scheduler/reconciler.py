@@ -28,14 +28,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cordum.config import ConfigError, load_yaml
 from cordum.lambdas.ticks import past
+from cordum.scheduler.timeouts import ReconcilerTimeouts
 from cordum.store.errors import InvalidTransition, StoreError
 from cordum.store.jobs import OPEN_STATES, JobState, now_us
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
-    from pathlib import Path
 
     from cordum.scheduler.lost_workers import LostReport, LostWorkers
     from cordum.store.indexes import JobIndexes
@@ -49,41 +48,6 @@ DEADLINE_REASON = "timeout: deadline expired"
 
 
 # ------------------------------------------------------------------ settings
-
-
-@dataclass(frozen=True, slots=True)
-class ReconcilerTimeouts:
-    """The ``reconciler`` section of timeouts.yaml; 0 or absent means Cordum's default."""
-
-    dispatch_timeout_s: float = 120.0
-    """Longest stay in DISPATCHED; also the age after which the replayer re-drives a
-    PENDING job (Cordum passes the dispatch timeout as the pending age)."""
-    running_timeout_s: float = 300.0
-    """Longest stay in RUNNING, counted from dispatch."""
-    scan_interval_s: float = 30.0
-    """Time between two ticks; tick locks hold for twice this."""
-
-    @classmethod
-    def from_mapping(cls, data: Any) -> ReconcilerTimeouts:
-        if not isinstance(data, dict):
-            raise ConfigError("timeouts.yaml: expected a mapping at the top")
-        section = data.get("reconciler") or {}
-        if not isinstance(section, dict):
-            raise ConfigError("timeouts.yaml: reconciler must be a mapping")
-        values: dict[str, float] = {}
-        for name, key in (("dispatch_timeout_s", "dispatch_timeout_seconds"),
-                          ("running_timeout_s", "running_timeout_seconds"),
-                          ("scan_interval_s", "scan_interval_seconds")):
-            raw = section.get(key) or 0
-            if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
-                raise ConfigError(f"timeouts.yaml: reconciler.{key} must be a number >= 0")
-            if raw > 0:
-                values[name] = float(raw)
-        return cls(**values)
-
-    @classmethod
-    def load(cls, config_dir: Path) -> ReconcilerTimeouts:
-        return cls.from_mapping(load_yaml(config_dir / "timeouts.yaml"))
 
 
 @dataclass(frozen=True, slots=True)

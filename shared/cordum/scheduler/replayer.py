@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from cordum.protocol import JobRequest
-    from cordum.scheduler.reconciler import ReconcilerTimeouts
+    from cordum.scheduler.timeouts import ReconcilerTimeouts
     from cordum.store.indexes import JobIndexes
 
 log = logging.getLogger(__name__)

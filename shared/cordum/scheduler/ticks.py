@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from cordum import runtime
 from cordum.config import settings
-from cordum.scheduler.reconciler import ReconcilerTimeouts
+from cordum.scheduler.timeouts import ReconcilerTimeouts
 from cordum.store.locks import TtlHoldLock
 
 
