@@ -446,7 +446,8 @@ def test_a_quarantined_step_output_never_reaches_the_run(stack):
 
     async def scenario():
         run_id, job = await held_work(s, steps)
-        await s.redis.set(result_key(job), json.dumps({"secret": "bad"}))
+        # Not hex: a uuid in the run's JSON cannot hold it by chance.
+        await s.redis.set(result_key(job), json.dumps({"secret": "quarantined-zq"}))
         record = {"phase": "async", "decision": "QUARANTINE", "quarantined": True}
         await s.redis.hset(meta_key(job), mapping={
             "state": "SUCCEEDED", "result_status": "SUCCEEDED",
@@ -456,7 +457,7 @@ def test_a_quarantined_step_output_never_reaches_the_run(stack):
         return await s.store.get_run(s.tenant, run_id)
 
     run = loop.run_until_complete(scenario())
-    assert "bad" not in json.dumps(run.to_json())
+    assert "quarantined-zq" not in json.dumps(run.to_json())
     assert run.steps["work"].status != "succeeded"
 
 
