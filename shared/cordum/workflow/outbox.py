@@ -5,8 +5,12 @@ start or cancel, a timer to queue) are saved as the run's outbox
 (``wf:run:outbox:<run_id>``, entries in :mod:`cordum.workflow.outbox_entries`) by
 the same write that saves the run, then carried out. The outbox is deleted by the
 run lock's release, in the release's own round trip, and only while the lock is
-still this runner's. A function killed in between leaves it there: the next event
-of the run (or the reconciler) carries it out before anything else. Each effect is
+still this runner's. An event whose effects are one step job (with the run's news and
+alerts, which are best effort) is saved and unlocked in one round trip and carried out
+after: the save keeps only the job's publish, and the lock + load of the job's end
+drops it (``lua/read_run.lua``; :func:`cordum.workflow.runner.released_outbox`). A
+function killed in between leaves the outbox there: the next event of the run (or the
+reconciler) carries it out before anything else. Each effect is
 safe to repeat: a step job is published with its job id as the JetStream message id
 and the submit path dispatches a job once; a JobCancel of a cancelled job changes
 nothing; a timer event is checked against the run; a child run's id is derived from
@@ -18,6 +22,11 @@ Timeline (crash after save, before publish)::
     next event: lock + load (outbox: [publish J]) -> publish J -> apply the event
       -> save (its own outbox, or none, written over [publish J]) -> carry it out
       -> unlock + delete the outbox
+
+One step job (save and unlock in one round trip)::
+
+    lock + load -> save (run, outbox: [publish J]) + unlock -> publish J
+    J's end: lock + load (J stored: [publish J] deleted, not returned) -> ...
 """
 
 from __future__ import annotations

@@ -47,6 +47,8 @@ from cordum.workflow.outbox import OutboxRunner, contexts_of, job_request
 from cordum.workflow.outbox_entries import (
     PublishJob,
     QueueTimer,
+    RunNews,
+    SendAlert,
     StartChildRun,
     TellParent,
     decode,
@@ -220,15 +222,18 @@ class WorkflowRunner:
         step_jobs = [entry for entry in outbox if isinstance(entry, PublishJob)]
         # Each step job's request, built once: hashed for the save, then published.
         requests = {sent.job_id: job_request(run, sent) for sent in step_jobs}
+        kept = released_outbox(outbox)
         await self.store.save(
-            run, timeline=effects.timeline, outbox=encode(outbox) or None,
+            run, timeline=effects.timeline,
+            outbox=encode(outbox if kept is None else kept) or None,
             jobs={sent.job_id: (sent.step_id, job_hash(requests[sent.job_id]))
                   for sent in step_jobs} or None,
             contexts=contexts_of(step_jobs) or None,
             timer_at=timer_at if timer_at != timer_before else ..., document=document,
-            audit=audit, lease=lease)
+            audit=audit, lease=lease, release=kept is not None)
         # The save wrote this event's outbox over any leftover (or deleted it): only
-        # what is carried out from here on may be deleted with the lock.
+        # what is carried out from here on may be deleted with the lock (when the save
+        # released it, the outbox kept is left for the job's end to drop).
         lease.release_also.clear()
         if outbox:
             await self._carry_out(lease, run, outbox, requests)
@@ -341,6 +346,21 @@ class WorkflowRunner:
         # Removed by the lock's release, in its round trip: a release that fails (or a
         # lease lost meanwhile) leaves it to be carried out again, which repeats nothing.
         lease.release_also.append(outbox_key(run.id))
+
+
+def released_outbox(outbox: list[Entry]) -> list[Entry] | None:
+    """What the save keeps of an outbox it may carry out after releasing the run's lock
+    (one round trip for the save and the release instead of a save, then a release that
+    deletes the outbox): its one step job's publish, kept for a retry that finds it
+    (the job's end drops it: ``lua/read_run.lua``); the run's news and alerts are best
+    effort and not kept. None (a save under the lock, the release after the outbox)
+    when it holds anything else, or more than one step job: a kept job is dropped only
+    by its own end, so every other event of the run would publish the rest again."""
+    jobs: list[Entry] = [entry for entry in outbox if isinstance(entry, PublishJob)]
+    if len(jobs) > 1 or not all(isinstance(e, PublishJob | RunNews | SendAlert)
+                                for e in outbox):
+        return None
+    return jobs
 
 
 def _output_policy() -> bool:

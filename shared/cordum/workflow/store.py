@@ -136,7 +136,7 @@ class WorkflowStore:
                    contexts: Mapping[str, str] | None = None,
                    timer_at: float | None | EllipsisType = ...,
                    document: str | None = None, audit: AuditParts | None = None,
-                   lease: Lease | None = None) -> None:
+                   lease: Lease | None = None, release: bool = False) -> None:
         """Write the run and what changes with it in one script (``lua/save_run.lua``).
         ``document``: the run's JSON when the caller has it already (else it is encoded).
         ``lease``: the run lock it is saved under; the script writes nothing, and
@@ -150,7 +150,11 @@ class WorkflowStore:
         at ``ctx:<job_id>``. ``timer_at``: the run's earliest fire time (unix s),
         None to drop its timer, ``...`` to leave it as it is. ``audit``: the event of
         the governance act this save is (a run cancelled through the API), appended by
-        the same script.
+        the same script. ``release``: the same script also releases ``lease`` (the run's
+        lock), one round trip for both; the caller then carries the outbox out after
+        the release, so it keeps only what is safe to repeat and is told apart from
+        a leftover: the publish of one step job, which ``lua/read_run.lua`` drops once
+        that job's end is applied (:func:`cordum.workflow.runner.released_outbox`).
         """
         terminal = run.terminal
         job_docs = [StepJobRecord(run.org_id, run.id, *((step, "") if isinstance(step, str)
@@ -179,10 +183,19 @@ class WorkflowStore:
             keys.TIMELINE_MAX, timer, keys.timer_member(run.workflow_id, run.id),
             keys.JOB_MAP_TTL_S, DATA_TTL_S, len(job_docs), len(contexts or {}), len(timeline),
             lease.token if lease is not None else "",
+            "1" if release and lease is not None else "",
             len(audit_args), *audit_args, *job_docs, *(contexts or {}).values(),
             *[dumps(e.to_json()) for e in timeline]]
-        with redis_errors(f"save run {run.id}"):
-            saved = await self._save(keys=save_keys, args=args)
+
+        async def write(_key: str = "", _token: str = "") -> tuple[Any, bool]:
+            with redis_errors(f"save run {run.id}"):
+                saved = await self._save(keys=save_keys, args=args)
+            return saved, bool(int(saved))
+
+        if release and lease is not None:
+            saved = await lease.release_with(write)
+        else:
+            saved, _ = await write()
         if not int(saved):
             raise LockLost(f"save run {run.id}: its lock is no longer this holder's")
         if not isinstance(timer_at, EllipsisType):
@@ -343,7 +356,7 @@ class WorkflowStore:
             run_keys += [meta_key(job_id), protocol.result_key(job_id),
                          redacted_key(job_id), step_job_key(job_id)]
         args: list[Any] = [run_id, "1" if full else "0", token,
-                           int(RUN_LOCK_POLICY.ttl_s * 1000), max_result_bytes]
+                           int(RUN_LOCK_POLICY.ttl_s * 1000), max_result_bytes, job_id]
         with redis_errors(f"read run {run_id}"):
             reply = await self._read(keys=run_keys, args=args)
         status, rest = text(reply[0]), list(reply[1:])

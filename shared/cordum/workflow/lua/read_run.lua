@@ -8,7 +8,11 @@
 -- KEYS[9] wf:run:job:<job id>  (KEYS[6..9] only with a job)
 -- ARGV[1] run id  ARGV[2] '1' to read the definition and outbox too
 -- ARGV[3] lock token ('' to read without the lock)  ARGV[4] lock TTL (ms)
--- ARGV[5] the most bytes of a result to return (with a job)
+-- ARGV[5] the most bytes of a result to return (with a job)  ARGV[6] the job's id
+-- A leftover outbox whose one entry is the publish of this very job (ARGV[6]) is
+-- done once the job store holds the job (the submit path stored it, so the publish
+-- landed): with the lock taken, it is deleted and not returned. (A save that releases
+-- the lock keeps such an outbox: WorkflowStore.save.)
 -- Returns {'busy'} when the lock is held by another, {'none'} when the run does not
 -- exist (a lock just taken is given back), else {'ok', run JSON, timer score or false,
 -- definition JSON or false, outbox JSON or false[, the job's meta fields (see
@@ -35,7 +39,18 @@ end
 if ARGV[2] ~= '1' then
   return {'ok', run, score, false, false}
 end
-local reply = {'ok', run, score, redis.call('GET', KEYS[3]), redis.call('GET', KEYS[4])}
+local outbox = redis.call('GET', KEYS[4])
+if outbox and ARGV[6] and ARGV[6] ~= '' and ARGV[3] ~= ''
+   and redis.call('EXISTS', KEYS[6]) == 1 then
+  local ok_box, entries = pcall(cjson.decode, outbox)
+  local job = ok_box and type(entries) == 'table' and #entries == 1
+              and type(entries[1]) == 'table' and entries[1]['job']
+  if type(job) == 'table' and job['job_id'] == ARGV[6] then
+    redis.call('DEL', KEYS[4])
+    outbox = false
+  end
+end
+local reply = {'ok', run, score, redis.call('GET', KEYS[3]), outbox}
 if KEYS[6] then
   local fields = redis.call('HMGET', KEYS[6], 'state', 'result_status', 'result_ptr',
                             'failure_reason', 'topic', 'approval_status', 'approved_by',

@@ -14,20 +14,22 @@
 -- ARGV[9] timer member  ARGV[10] job mapping TTL (s)  ARGV[11] context TTL (s)
 -- ARGV[12] n jobs  ARGV[13] n contexts  ARGV[14] n timeline events
 -- ARGV[15] the run lock's token of the saving holder ('' for a save made without it)
--- ARGV[16] M, the number of audit arguments: 0 unless the save is a governance act (a
+-- ARGV[16] '1' to release the run lock (delete KEYS[10]) after the writes: the holder
+--         carries the outbox out after the release (see WorkflowStore.save)
+-- ARGV[17] M, the number of audit arguments: 0 unless the save is a governance act (a
 --         run cancelled through the API); else the last two KEYS are the tenant's audit
---         stream and head and ARGV[17..16+M] what audit_append takes after them (the
+--         stream and head and ARGV[18..17+M] what audit_append takes after them (the
 --         script is loaded after audit_chain.lua: store.audit.with_audit)
--- ARGV[17+M..] the jobs' mapping JSON, then the contexts' JSON, then the timeline events
+-- ARGV[18+M..] the jobs' mapping JSON, then the contexts' JSON, then the timeline events
 -- Returns 1, or 0 (and writes nothing) when ARGV[15] is a token the lock no longer
 -- holds: the holder's lease ran out or another holder took the run since.
 if ARGV[15] ~= '' and redis.call('GET', KEYS[10]) ~= ARGV[15] then
   return 0
 end
-local audited = tonumber(ARGV[16])
+local audited = tonumber(ARGV[17])
 if audited > 0 then
   -- Before any write: the run saved and its event, or neither.
-  audit_append(KEYS[#KEYS - 1], KEYS[#KEYS], unpack(ARGV, 17, 16 + audited))
+  audit_append(KEYS[#KEYS - 1], KEYS[#KEYS], unpack(ARGV, 18, 17 + audited))
 end
 local run_id, terminal, ttl = ARGV[1], ARGV[4] == '1', tonumber(ARGV[5])
 local score = ARGV[6]
@@ -46,7 +48,7 @@ else
   redis.call('DEL', KEYS[2])
 end
 local n_jobs, n_ctx, n_events = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
-local at = 17 + audited
+local at = 18 + audited
 for i = 1, n_jobs do
   redis.call('SET', KEYS[10 + i], ARGV[at], 'EX', tonumber(ARGV[10]))
   at = at + 1
@@ -76,5 +78,8 @@ if ARGV[8] == 'drop' then
   redis.call('ZREM', KEYS[9], ARGV[9])
 elseif ARGV[8] ~= 'keep' then
   redis.call('ZADD', KEYS[9], ARGV[8], ARGV[9])
+end
+if ARGV[16] == '1' and ARGV[15] ~= '' then
+  redis.call('DEL', KEYS[10])
 end
 return 1
