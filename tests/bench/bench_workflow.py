@@ -5,8 +5,9 @@ own process so its CPU is not counted), wired as ``tests/workflow_harness.py`` w
 Budgets (ours):
 
 - Redis round trips per workflow step <= 4: per event, the run lock taken by the script
-  that reads the run (and the ended job's state and result), the save, and the unlock
-  that also clears the outbox carried out; a step costs about one event.
+  that reads the run (and the ended job's state and result), and the save, which also
+  releases the lock when the event's outbox is one step job (else an unlock that also
+  clears the outbox carried out follows); a step costs about one event.
 - Workflow engine CPU per step <= 5 ms: ``runner.apply`` of a step job's end, one
   process, real Redis and NATS on loopback.
 
@@ -23,9 +24,13 @@ or a script call is one), over the start event and each job-ended event, divided
 N; the floor is the least a step can cost, one read and one write of its run (a GET
 of the run and a SET of a copy, sent through the same counting connection after
 each job-ended event). CPU is process time around ``runner.apply`` of the job-ended
-events, divided by N, in runs without counting; its floor is ``json.loads`` +
-``json.dumps`` of the run document as the event saved it. For the transform-only
-workflow both floors are one read and one write of the run for its one event,
+events, divided by N, in runs without counting; its floor is the same work with no
+logic, as the control plane's floor is (bench_control_plane): per job-ended event, a
+GET of the run, ``json.loads`` + ``json.dumps`` of it, a SET of the copy, and one step
+job's request built and published (core NATS, flushed), on the runner's own clients.
+``json.loads`` + ``json.dumps`` alone (this figure's floor until the round trips and
+the publish were counted in it) is printed beside it. For the transform-only workflow
+both floors are one read and one write of the run for its one event (no publish),
 divided by N. Figures are medians over runs after one warm-up run. Run:
 
     python -m tests.bench.bench_workflow [steps] [--runs N]
@@ -60,6 +65,10 @@ TRIPS: list[str] = []
 COUNTING = [False]
 FLOOR_REPS = 20
 """loads+dumps of a run document are timed this many times and averaged."""
+IO_FLOOR_REPS = 5
+"""The read, write and publish of the CPU floor are timed this many times, averaged."""
+FLOOR_SUBJECT = "bench.workflow.floor"
+"""Where the floor's publish goes (nobody listens)."""
 # What each round trip is for, by its command and first key.
 ROLES = (("SET cordum:wf:run:lock:", "lock"), ("EVALSHA cordum:wf:run:lock:", "unlock"),
          ("EVALSHA wf:run:* wf:run:outbox:", "save"),
@@ -135,6 +144,7 @@ class Applied:
     floor_ms: float
     floor_trips: int
     doc_bytes: int
+    json_ms: float
 
 
 def _held_stack() -> Any:
@@ -204,7 +214,9 @@ def _held_stack() -> Any:
                 COUNTING[0] = False
             trips = tuple(TRIPS)
             raw = await self.redis.get(keys.run_key(event.run_id))
-            floor_ms = json_floor_ms(raw)
+            json_ms = json_floor_ms(raw)
+            floor_ms = 0.0 if counted else await self.io_floor_ms(event.run_id,
+                                                                  publish=bool(last))
             floor_trips = 0
             if counted:  # the least a step does: read its run, write it back
                 TRIPS.clear()
@@ -217,7 +229,31 @@ def _held_stack() -> Any:
             if kind == "job":
                 kind = "job_last" if event.job_id.rsplit(":", 1)[1].startswith(f"{last}@") \
                     else "job"
-            return Applied(kind, cpu_ms, trips, floor_ms, floor_trips, len(raw or b""))
+            return Applied(kind, cpu_ms, trips, floor_ms, floor_trips, len(raw or b""),
+                           json_ms)
+
+        async def io_floor_ms(self, run_id: str, *, publish: bool) -> float:
+            """Mean CPU ms of the least an event of the run does, on the runner's own
+            clients: GET its run, ``json.loads`` and ``json.dumps`` it, SET it back (a
+            copy), and, with ``publish``, build one step job's request and publish it
+            (core NATS, flushed: a reply from the server, as JetStream's ack is)."""
+            from cordum import protocol
+            from cordum.workflow import keys
+
+            c0 = time.process_time()
+            for _ in range(IO_FLOOR_REPS):
+                raw = await self.redis.get(keys.run_key(run_id))
+                doc = json.dumps(json.loads(raw or b"{}"), separators=(",", ":"))
+                await self.redis.set(self.floor_key, doc, ex=60)
+                if publish:
+                    job_id = f"{run_id}:floor@1"
+                    req = protocol.JobRequest(
+                        job_id=job_id, topic="job.echo", tenant_id=self.tenant,
+                        workflow_id=run_id, memory_id=f"run:{run_id}",
+                        context_ptr=protocol.pointer(protocol.context_key(job_id)))
+                    await self.publisher.publish(FLOOR_SUBJECT, protocol.packet(
+                        trace_id=run_id, sender_id="bench", job_request=req))
+            return (time.process_time() - c0) * 1000 / IO_FLOOR_REPS
 
         async def close(self) -> None:
             await self.redis.delete(self.floor_key)
@@ -252,7 +288,7 @@ async def measure(kernel_addr: str, steps: int, runs: int) -> tuple[dict[str, An
     got: dict[str, list[float]] = {k: [] for k in (
         "trips_step", "trips_floor", "trips_start", "trips_job", "trips_job_last",
         "trips_transform", "trips_transform_floor", "cpu_step", "cpu_floor", "cpu_start",
-        "cpu_transform", "cpu_transform_floor")}
+        "cpu_transform", "cpu_transform_floor", "cpu_json_floor")}
     sequences: dict[str, list[str]] = {}
     events: Counter[str] = Counter()
     doc_bytes = 0
@@ -287,6 +323,7 @@ async def measure(kernel_addr: str, steps: int, runs: int) -> tuple[dict[str, An
                 else:
                     got["cpu_step"].append(sum(a.cpu_ms for a in jobs) / steps)
                     got["cpu_floor"].append(sum(a.floor_ms for a in jobs) / steps)
+                    got["cpu_json_floor"].append(sum(a.json_ms for a in jobs) / steps)
                     got["cpu_start"].append(start.cpu_ms)
                     got["cpu_transform"].append(transform.cpu_ms / steps)
                     got["cpu_transform_floor"].append(transform.floor_ms / steps)
@@ -326,6 +363,8 @@ def figures(got: dict[str, list[float]], info: dict[str, Any]) -> list[dict[str,
     def note(kind: str) -> str:
         return ", ".join(seq.get(kind, []))
 
+    json_ms = statistics.median(got["cpu_json_floor"])
+    json_ratio = statistics.median(got["cpu_step"]) / json_ms if json_ms else 0.0
     return [
         figure("wf_roundtrips_step", f"Redis round trips per workflow step ({n} worker steps; "
                "start + job-ended events)", "round trips", got["trips_step"], budget="<= 4",
@@ -341,7 +380,10 @@ def figures(got: dict[str, list[float]], info: dict[str, Any]) -> list[dict[str,
                floor=got["trips_transform_floor"], note=note("transform")),
         figure("wf_cpu_step", "workflow handler CPU per step (runner.apply of job-ended "
                "events)", "ms", got["cpu_step"], budget="<= 5 ms", budget_value=5.0,
-               floor=got["cpu_floor"], note="floor: json loads+dumps of the run document"),
+               floor=got["cpu_floor"], note=(
+                   "floor: per job-ended event, GET + json loads/dumps + SET of the run "
+                   "and one flushed publish of a job request; json loads+dumps alone "
+                   f"{json_ms:.2f} ms (ratio {json_ratio:.2f})")),
         figure("wf_cpu_start", "  start event CPU (first step dispatched), whole event", "ms",
                got["cpu_start"]),
         figure("wf_cpu_transform", f"engine CPU per step, transform-only ({n} steps in one "
