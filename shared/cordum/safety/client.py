@@ -32,8 +32,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.safety.breaker import CircuitBreaker
+from cordum.safety.content_labels import CONTENT_LABEL_PREFIX, PAYLOAD_JSON_LABEL
 from cordum.safety.kernel_call import CHANNEL_OPTIONS, call_with_one_retry
-from cordum.safety.risk import CONTENT_LABEL_PREFIX, PAYLOAD_JSON_LABEL
 from cordum.safety.tls import PLAINTEXT, client_tls_from_env
 
 if TYPE_CHECKING:

@@ -41,15 +41,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
+from cordum.safety.content_labels import PAYLOAD_JSON_LABEL, PROMPT_LABEL
 from cordum.safety.fields import StrictModel, StrList, first_glob
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-PAYLOAD_JSON_LABEL = "_content.payload_json"
-PROMPT_LABEL = "_content.prompt"
-CONTENT_LABEL_PREFIX = "_content."
-"""Labels under this prefix describe the payload; only the safety client sets them."""
 
 
 class AmountThreshold(StrictModel):

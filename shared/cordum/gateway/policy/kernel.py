@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cordum.gateway.core.errors import InvalidRequest, Unavailable
 from cordum.gateway.core.kernel import NO_KERNEL_REASON
-from cordum.safety.risk import CONTENT_LABEL_PREFIX
+from cordum.safety.content_labels import CONTENT_LABEL_PREFIX
 
 if TYPE_CHECKING:
     from cordum.gateway.core.auth import Principal
