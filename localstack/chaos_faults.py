@@ -92,10 +92,16 @@ def redis_pause(t: Target) -> list[str]:
 
 
 def redis_restart(t: Target) -> list[str]:
-    """SIGTERM (Redis writes its AOF and exits), then the same server on the same files."""
+    """SIGTERM (Redis writes its AOF and exits), then the same server on the same files,
+    with its ACL users made again under the same passwords: ElastiCache keeps a node's
+    users across its restart, and ``ACL SETUSER`` is not in the AOF (without this
+    every client but the default user is refused from here on)."""
+    from services import ensure_redis_users  # localstack/services.py
+
     t.redis.stop()
     time.sleep(1.0)
     t.redis.start()
+    ensure_redis_users(t.values["REDIS_URL"], t.values)
     return []
 
 
