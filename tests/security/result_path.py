@@ -47,6 +47,7 @@ class HeldContentCheck:
     def __init__(self, inner: OutputPolicyClient, during: Any) -> None:
         self.inner = inner
         self.fail_mode = inner.fail_mode
+        self.meta_timeout_s = inner.meta_timeout_s
         self.during = during
 
     async def check_meta(self, req: Any) -> Any:
@@ -55,6 +56,10 @@ class HeldContentCheck:
     async def check_content(self, req: Any, content: str, **kwargs: Any) -> Any:
         await self.during(req.job_id)
         return await self.inner.check_content(req, content, **kwargs)
+
+    async def check_result(self, req: Any, content: str, **kwargs: Any) -> Any:
+        await self.during(req.job_id)
+        return await self.inner.check_result(req, content, **kwargs)
 
 
 class ResultPath:

@@ -5,6 +5,8 @@ scheduler does:
 
 - ``check_meta`` (sync phase, :data:`META_TIMEOUT_S`): any error is ALLOW with
   ``skipped=True`` (fail-open: the hot path never blocks on the kernel).
+- ``check_result``: both in one call (the service's CheckResult), each answer (or
+  error) as the two calls would give it; None from a kernel without the method.
 - ``check_content`` (async phase, :data:`CONTENT_TIMEOUT_S`; the REDACT
   materialization passes :data:`REDACT_TIMEOUT_S`): an error follows the output
   fail mode: ``open`` -> ALLOW, ``closed`` (default) -> QUARANTINE; either way
@@ -36,6 +38,7 @@ from cordum.safety.kernel_call import CHANNEL_OPTIONS, call_with_one_retry
 from cordum.safety.output_wire import (
     CHECK_CONTENT_METHOD,
     CHECK_META_METHOD,
+    CHECK_RESULT_METHOD,
     MAX_MESSAGE_BYTES,
     OutputDecision,
     decode,
@@ -118,6 +121,14 @@ class _CallError(Exception):
         self.circuit_open = circuit_open
 
     @property
+    def unimplemented(self) -> bool:
+        """The kernel answered that it has no such method (a release before it)."""
+        import grpc
+
+        code = getattr(self.__cause__, "code", None)
+        return callable(code) and code() is grpc.StatusCode.UNIMPLEMENTED
+
+    @property
     def unavailable(self) -> bool:
         """The kernel was not reached in time: the circuit is open, or the RPC ended
         UNAVAILABLE or DEADLINE_EXCEEDED (the status is on the cause)."""
@@ -158,14 +169,14 @@ class OutputPolicyClient:
         self._channel: grpc.aio.Channel | None = None
         self._calls: dict[str, Any] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        self.combined = True
+        """The kernel answers CheckResult (False once it said it does not)."""
 
     async def check_meta(self, req: OutputCheckRequest) -> OutputCheckResult:
         try:
             doc = await self._call(CHECK_META_METHOD, req.body(), self.meta_timeout_s)
         except _CallError as exc:
-            return OutputCheckResult(OutputDecision.ALLOW, "output policy check skipped",
-                                     skipped=True, failed=True, error=str(exc),
-                                     unavailable=exc.unavailable)
+            return _meta_failed(exc)
         return _result(doc)
 
     async def check_content(self, req: OutputCheckRequest, content: str, *,
@@ -173,15 +184,44 @@ class OutputPolicyClient:
         try:
             doc = await self._call(CHECK_CONTENT_METHOD, req.body(content), timeout_s)
         except _CallError as exc:
-            if self.fail_mode is FailMode.OPEN:
-                return OutputCheckResult(OutputDecision.ALLOW,
-                                         f"output policy unavailable (fail-open): {exc}",
-                                         failed=True, error=str(exc),
-                                         unavailable=exc.unavailable)
-            return OutputCheckResult(OutputDecision.QUARANTINE,
-                                     f"output policy unavailable (fail-closed): {exc}",
-                                     failed=True, error=str(exc), unavailable=exc.unavailable)
+            return self._content_failed(exc)
         return _result(doc)
+
+    async def check_result(self, req: OutputCheckRequest, content: str, *,
+                           timeout_s: float = CONTENT_TIMEOUT_S
+                           ) -> tuple[OutputCheckResult, OutputCheckResult | None] | None:
+        """``check_meta`` and, when it allows, ``check_content`` in one call (one RPC
+        instead of two: half the client's and the kernel's work per result). (the
+        metadata answer, the content answer or None when the metadata answer was not
+        ALLOW); a kernel not reached gives both failures as the two calls give them.
+        None when the kernel has no such method: the caller makes the two calls (and
+        this client does from then on)."""
+        if not self.combined:
+            return None
+        try:
+            doc = await self._call(CHECK_RESULT_METHOD, req.body(content), timeout_s)
+        except _CallError as exc:
+            if exc.unimplemented:
+                self.combined = False
+                return None
+            return _meta_failed(exc), self._content_failed(exc)
+        if not isinstance(doc, dict):
+            return _result(doc), None
+        meta = _result(doc.get("meta"))
+        content_doc = doc.get("content")
+        if meta.decision is not OutputDecision.ALLOW or content_doc is None:
+            return meta, None
+        return meta, _result(content_doc)
+
+    def _content_failed(self, exc: _CallError) -> OutputCheckResult:
+        if self.fail_mode is FailMode.OPEN:
+            return OutputCheckResult(OutputDecision.ALLOW,
+                                     f"output policy unavailable (fail-open): {exc}",
+                                     failed=True, error=str(exc),
+                                     unavailable=exc.unavailable)
+        return OutputCheckResult(OutputDecision.QUARANTINE,
+                                 f"output policy unavailable (fail-closed): {exc}",
+                                 failed=True, error=str(exc), unavailable=exc.unavailable)
 
     async def aclose(self) -> None:
         channel, self._channel = self._channel, None
@@ -197,8 +237,11 @@ class OutputPolicyClient:
             raise _CallError(CIRCUIT_OPEN_REASON, circuit_open=True)
         try:
             doc = await self._rpc(method, body, timeout_s)
-        except _CallError:
-            await self._breaker.record_failure(admission)
+        except _CallError as exc:
+            if exc.unimplemented:  # an answer: the kernel is up
+                await self._breaker.record_success(admission)
+            else:
+                await self._breaker.record_failure(admission)
             raise
         await self._breaker.record_success(admission)
         return doc
@@ -236,6 +279,12 @@ class OutputPolicyClient:
         return await call_with_one_retry(
             lambda: self._callable(method), body, deadline,
             drop_channel=lambda: self._drop_channel(timeout_s), error=_CallError)
+
+
+def _meta_failed(exc: _CallError) -> OutputCheckResult:
+    return OutputCheckResult(OutputDecision.ALLOW, "output policy check skipped",
+                             skipped=True, failed=True, error=str(exc),
+                             unavailable=exc.unavailable)
 
 
 def _result(doc: Any) -> OutputCheckResult:

@@ -15,6 +15,14 @@ protobuf), on service ``cordum.output.v1.OutputPolicy``:
     response the CheckMeta fields plus ``"redacted_content"`` (a string, present
     only when ``decision`` is ``REDACT``)
 
+``/cordum.output.v1.OutputPolicy/CheckResult``
+    both checks of one result in one call, as the scheduler makes them one after the
+    other: request the CheckContent fields; response ``{"meta": <CheckMeta
+    response>, "content": <CheckContent response> | null}``, ``content`` present only
+    when ``meta`` decided ``ALLOW`` (a quarantine ends the checks; a redaction is
+    materialized by a CheckContent of its own). Both are evaluated on one policy
+    snapshot.
+
 ``decision`` is one of ``ALLOW``, ``DENY``, ``QUARANTINE``, ``REDACT``. Missing
 request fields take their empty value; unknown fields are ignored so either side
 can add fields first. A body that is not a JSON object, a field of the wrong type,
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
@@ -132,6 +141,24 @@ class OutputPolicyService:
                       context: grpc.ServicerContext) -> dict[str, Any]:
         return self._answer(doc, context, with_content=True)
 
+    def check_result(self, doc: dict[str, Any],
+                     context: grpc.ServicerContext) -> dict[str, Any]:
+        try:
+            return self.check_both(doc)
+        except InvalidRequest as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
+
+    def check_both(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """CheckMeta, then CheckContent when it allowed, on one snapshot."""
+        policy = self.current()
+        asked = output_input(doc, with_content=True)
+        meta = policy.evaluate(replace(asked, content=None))
+        body: dict[str, Any] = {"meta": response_of(meta, with_content=False), "content": None}
+        if meta.decision is OutputDecision.ALLOW:
+            body["content"] = response_of(policy.evaluate(asked), with_content=True)
+        return body
+
     def _answer(self, doc: dict[str, Any], context: grpc.ServicerContext, *,
                 with_content: bool) -> dict[str, Any]:
         try:
@@ -174,6 +201,9 @@ def add_output_policy_service(server: grpc.Server,
             response_serializer=encode),
         "CheckContent": grpc.unary_unary_rpc_method_handler(
             _guarded(service.check_content), request_deserializer=_deserialize,
+            response_serializer=encode),
+        "CheckResult": grpc.unary_unary_rpc_method_handler(
+            _guarded(service.check_result), request_deserializer=_deserialize,
             response_serializer=encode),
     }
     server.add_generic_rpc_handlers(

@@ -16,6 +16,7 @@ from typing import Any
 SERVICE_NAME = "cordum.output.v1.OutputPolicy"
 CHECK_META_METHOD = f"/{SERVICE_NAME}/CheckMeta"
 CHECK_CONTENT_METHOD = f"/{SERVICE_NAME}/CheckContent"
+CHECK_RESULT_METHOD = f"/{SERVICE_NAME}/CheckResult"
 MAX_CONTENT_BYTES = 2 * 1024 * 1024
 MAX_MESSAGE_BYTES = MAX_CONTENT_BYTES + 256 * 1024
 """A content request with JSON escaping and metadata fits in this (channel option)."""

@@ -142,16 +142,43 @@ class OutputChecker:
                          record: bool = True) -> OutputVerdict:
         """The sync phase for a SUCCEEDED ``JobResult``; see the module docstring."""
         req = await self._request(res.job_id, topic, tenant, res.result_ptr, labels, prefetched)
-        meta = await self.client.check_meta(req)
-        if meta.decision in (OutputDecision.QUARANTINE, OutputDecision.DENY):
-            verdict = _verdict(meta, "sync", quarantine=True, result_ptr=res.result_ptr)
-        elif meta.decision is OutputDecision.REDACT:
-            verdict = await self._materialize(req, meta, prefetched)
-        else:
-            verdict = _verdict(meta, "sync", quarantine=False, result_ptr=res.result_ptr)
+        verdict = await self._meta_verdict(req, await self.client.check_meta(req), prefetched)
         if record:
             await self._record(res.job_id, verdict)
         return verdict
+
+    async def check_both(self, res: Any, topic: str, tenant: str, *,
+                         labels: Mapping[str, str], prefetched: Prefetched, timeout_s: float
+                         ) -> tuple[OutputVerdict, OutputVerdict | None] | None:
+        """Both phases of a SUCCEEDED ``JobResult`` in one kernel call (nothing
+        recorded), when the prefetch holds the whole result and the content scan would
+        send it as it is: (the sync verdict, the async verdict, None when the sync one
+        leaves the scan to be made on its own: a quarantine ends the checks, a
+        redaction is scanned from its redacted copy). None when one call cannot do it
+        (a larger result, a kernel without the method): the caller runs the phases."""
+        content = b"" if prefetched.missing else prefetched.content
+        if content is None:
+            return None
+        text, complete = _scan_text(content)
+        req = await self._request(res.job_id, topic, tenant, res.result_ptr, labels, prefetched)
+        if not complete or req.size_bytes > MAX_CONTENT_BYTES:
+            return None
+        answers = await self.client.check_result(req, text, timeout_s=timeout_s)
+        if answers is None:
+            return None
+        meta, scanned = answers
+        sync = await self._meta_verdict(req, meta, prefetched)
+        if scanned is None or sync.quarantine or sync.decision is not OutputDecision.ALLOW:
+            return sync, None
+        return sync, await self._check_whole(req, text, timeout_s, answer=scanned)
+
+    async def _meta_verdict(self, req: OutputCheckRequest, meta: OutputCheckResult,
+                            prefetched: Prefetched | None) -> OutputVerdict:
+        if meta.decision in (OutputDecision.QUARANTINE, OutputDecision.DENY):
+            return _verdict(meta, "sync", quarantine=True, result_ptr=req.result_ptr)
+        if meta.decision is OutputDecision.REDACT:
+            return await self._materialize(req, meta, prefetched)
+        return _verdict(meta, "sync", quarantine=False, result_ptr=req.result_ptr)
 
     async def async_check(self, job_id: str, topic: str, tenant: str, result_ptr: str, *,
                           labels: Mapping[str, str] | None = None,
@@ -183,9 +210,10 @@ class OutputChecker:
             await self._record(job_id, verdict)
         return verdict
 
-    async def _check_whole(self, req: OutputCheckRequest, text: str,
-                           timeout_s: float) -> OutputVerdict:
-        result = await self.client.check_content(req, text, timeout_s=timeout_s)
+    async def _check_whole(self, req: OutputCheckRequest, text: str, timeout_s: float, *,
+                           answer: OutputCheckResult | None = None) -> OutputVerdict:
+        """The scan of ``text`` (``answer``: the kernel's, already in hand)."""
+        result = answer or await self.client.check_content(req, text, timeout_s=timeout_s)
         if result.unavailable and self.client.fail_mode is not FailMode.OPEN:
             return replace(_verdict(result, "async", quarantine=False,
                                     result_ptr=req.result_ptr), held=True)

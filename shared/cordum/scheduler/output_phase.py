@@ -138,19 +138,11 @@ class OutputPhase:
         event = scan.audit_event()
         return None if event is None else self._audit.script_parts(event)
 
-    async def check_metadata(self, res: protocol.JobResult) -> OutputScan:
-        """The metadata check of a SUCCEEDED result, before its state is written."""
-        started = time.monotonic()
-        pre = await self._checker.prefetch(res.job_id, res.result_ptr)
-        topic, tenant, labels = pre.asked()
-        verdict = await self._checker.sync_check(res, topic, tenant, labels=labels,
-                                                 prefetched=pre, record=False)
-        self._metrics(verdict, topic, started)
-        return OutputScan(res.job_id, topic, tenant, labels, res.result_ptr, pre, verdict)
-
     async def check_result(self, res: protocol.JobResult) -> OutputScan:
         """Both checks of a SUCCEEDED result, before its state is written: the metadata
         check, then (unless it quarantined) the content scan of what would be served.
+        Most results take one kernel call for both (``OutputChecker.check_both``): all
+        but one larger than the prefetch, and an invocation too short for the scan.
 
         The state is written once, with the final decision: a job never shows
         SUCCEEDED and then OUTPUT_QUARANTINED, its result is served from the moment it
@@ -158,26 +150,41 @@ class OutputPhase:
         reached no kernel under fail-closed leaves the output held (:attr:`OutputScan.held`,
         the metadata verdict recorded): the caller adds it to the held set once the
         state is written."""
-        scan = await self.check_metadata(res)
-        if scan.verdict.quarantine:
-            return scan
         timeout = min(CONTENT_TIMEOUT_S,
                       runtime.time_left(CONTENT_TIMEOUT_S) - self._policy.output_margin_s)
-        if timeout <= 0:
-            # No time left in this invocation: end as a slow kernel would (held, when
-            # the output fails closed).
-            log.warning("job %s: no time left for the output content check", res.job_id)
-            timeout = 0.001
         started = time.monotonic()
+        pre = await self._checker.prefetch(res.job_id, res.result_ptr)
+        topic, tenant, labels = pre.asked()
+        both = None
+        if timeout > self._checker.client.meta_timeout_s:
+            both = await self._checker.check_both(res, topic, tenant, labels=labels,
+                                                  prefetched=pre, timeout_s=timeout)
+        if both is None:
+            sync = await self._checker.sync_check(res, topic, tenant, labels=labels,
+                                                  prefetched=pre, record=False)
+            scanned = None
+        else:
+            sync, scanned = both
+        self._metrics(sync, topic, started)
+        scan = OutputScan(res.job_id, topic, tenant, labels, res.result_ptr, pre, sync)
+        if sync.quarantine:
+            return scan
         served = scan.served_ptr
-        verdict = await self._checker.async_check(
-            res.job_id, scan.topic, scan.tenant, served, labels=scan.labels,
-            timeout_s=timeout, prefetched=scan.prefetched, record=False)
-        self._metrics(verdict, scan.topic, started)
-        if verdict.held:
+        if scanned is None:
+            if timeout <= 0:
+                # No time left in this invocation: end as a slow kernel would (held,
+                # when the output fails closed).
+                log.warning("job %s: no time left for the output content check", res.job_id)
+                timeout = 0.001
+            started = time.monotonic()
+            scanned = await self._checker.async_check(
+                res.job_id, topic, tenant, served, labels=labels, timeout_s=timeout,
+                prefetched=pre, record=False)
+        self._metrics(scanned, topic, started)
+        if scanned.held:
             return replace(scan, held=True)
-        return OutputScan(res.job_id, scan.topic, scan.tenant, scan.labels, served,
-                          scan.prefetched, verdict, code=ASYNC_QUARANTINE_CODE, earlier=scan)
+        return OutputScan(res.job_id, topic, tenant, labels, served, pre, scanned,
+                          code=ASYNC_QUARANTINE_CODE, earlier=scan)
 
     async def hold(self, job_id: str) -> None:
         """Puts a SUCCEEDED job's output in the held set (``RetryAfter`` when it cannot:
