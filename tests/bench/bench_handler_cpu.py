@@ -6,9 +6,18 @@ job.
 
 Two loads: steady (each batch's jobs are answered before the next batch), and
 1,000 jobs in flight (1,000 jobs dispatched and unanswered; every measured
-batch submits 10 more and answers the 10 oldest). The floor is the same batch
-machinery with handlers that do the least a job needs: decode the packet, one
-pipelined Redis write of the state (and, for submit, one NATS publish). Run:
+batch submits 10 more and answers the 10 oldest).
+
+The floor is the same batch machinery with handlers that make the same round trips
+with no logic, as the control plane's floor is defined: decode the packet; as many
+pipelined Redis writes as the real handler made round trips (counted on its
+connections in the same batch); as many bare calls of the safety kernel as it made
+(submit: ``Check`` of a request naming the job; result: the output service's
+``CheckResult`` of the result's text), on a channel of their own; and for submit one
+NATS publish of the job to its worker. The kernel call is the policy before dispatch
+and the output check that every job needs; a floor without it would be a path that
+skips governance. The floor of the writes alone (one pipelined write, and the
+publish) is printed beside it, as before. Run:
 
     make bench-cpu      (or: python -m tests.bench.bench_handler_cpu [batches])
 """
@@ -19,20 +28,50 @@ import base64
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.bench.common import ROOT, cli, emit, env_int, figure, free_port, progress
+from tests.bench.common import ROOT, cli, emit, env_int, figure, fmt, free_port, progress
 
 BATCH = 10
 TENANT = "bench-cpu"
+RESULT = '{"echo": {}}'
+PHASE = ["setup"]
+TRIPS: Counter[str] = Counter()
+"""Redis round trips (packed sends: a pipeline is one) per phase."""
+KERNEL_CALLS: Counter[str] = Counter()
+"""Calls of the safety kernel (either service) per phase."""
+
+
+def count_round_trips() -> None:
+    """Every Redis send and every kernel call of this process counted under PHASE."""
+    from redis.asyncio.connection import Connection
+
+    from cordum.safety import client, output_client
+
+    send = Connection.send_packed_command
+
+    async def counted_send(self: Any, command: Any, check_health: bool = True) -> None:
+        TRIPS[PHASE[0]] += 1
+        await send(self, command, check_health)
+
+    Connection.send_packed_command = counted_send  # type: ignore[method-assign]
+    for module in (client, output_client):
+        call = module.call_with_one_retry
+
+        async def counted_call(*args: Any, _call: Any = call, **kwargs: Any) -> Any:
+            KERNEL_CALLS[PHASE[0]] += 1
+            return await _call(*args, **kwargs)
+
+        module.call_with_one_retry = counted_call  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +116,11 @@ class Bench:
         # The handlers' EMF lines go where Lambda's stdout would (a pipe), not the terminal.
         self.devnull = open(os.devnull, "w")  # noqa: SIM115
         self.ids: list[str] = []
+        self.channel: Any = None
+        self.calls: tuple[Any, Any] = (None, None)
+        self.planned: dict[str, deque[tuple[int, int]]] = {}
+        self.trips_made: dict[str, list[float]] = {"submit": [], "result": []}
+        self.calls_made: dict[str, list[float]] = {"submit": [], "result": []}
 
     # ---------------------------------------------------------------- jobs
 
@@ -105,7 +149,7 @@ class Bench:
     def results(self, ids: list[str]) -> dict:
         p = self.protocol
         for i in ids:  # the worker writes its result before it reports (not timed)
-            self.runtime.run(self.redis.set(f"res:{i}", '{"echo": {}}', ex=600))
+            self.runtime.run(self.redis.set(f"res:{i}", RESULT, ex=600))
         return {"Records": [record(p.packet(trace_id=i, sender_id=self.worker,
                                             job_result=p.JobResult(
             job_id=i, status=p.JobStatus.JOB_STATUS_SUCCEEDED, worker_id=self.worker,
@@ -124,25 +168,86 @@ class Bench:
 
     # ---------------------------------------------------------------- floor handlers
 
+    def plan(self, phase: str) -> None:
+        """The round trips and kernel calls the real ``phase`` just made, spread over
+        the next floor batch's records (their totals kept exactly)."""
+        trips, calls = TRIPS.pop(phase, 0), KERNEL_CALLS.pop(phase, 0)
+        self.trips_made[phase].append(trips / BATCH)
+        self.calls_made[phase].append(calls / BATCH)
+        self.planned[phase] = deque(
+            (trips // BATCH + (i < trips % BATCH), calls // BATCH + (i < calls % BATCH))
+            for i in range(BATCH))
+
+    async def writes(self, job_id: str, fields: dict[str, str], index: str, add: bool,
+                     n: int) -> None:
+        for _ in range(n):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hset(f"job:meta:{job_id}", mapping=fields)
+            if add:
+                pipe.zadd(index, {job_id: time.time_ns() // 1000})
+            else:
+                pipe.zrem(index, job_id)
+            await pipe.execute()
+
+    def kernel(self) -> tuple[Any, Any]:
+        """(the safety kernel's Check, the output service's CheckResult), bare, on a
+        channel of their own."""
+        if self.channel is None:
+            import grpc
+            from cordum.agent.v1 import safety_pb2_grpc
+
+            from cordum.safety import output_wire
+
+            self.channel = grpc.aio.insecure_channel(os.environ["SAFETY_KERNEL_ADDR"])
+            self.calls = (safety_pb2_grpc.SafetyKernelStub(self.channel).Check,
+                          self.channel.unary_unary(output_wire.CHECK_RESULT_METHOD,
+                                                   request_serializer=output_wire.encode,
+                                                   response_deserializer=output_wire.decode))
+        return self.calls
+
     async def floor_submit(self, data: bytes) -> FloorOutcome:
+        """The submit's round trips, kernel calls and publish, no logic."""
+        from cordum.agent.v1 import safety_pb2
+
+        trips, calls = self.planned["submit"].popleft()
         req = self.protocol.decode(data).packet.job_request
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hset(f"job:meta:{req.job_id}", mapping={"state": "DISPATCHED",
-                                                     "worker_id": self.worker})
-        pipe.zadd("job:index:dispatched", {req.job_id: time.time_ns() // 1000})
-        await pipe.execute()
+        await self.writes(req.job_id, {"state": "DISPATCHED", "worker_id": self.worker},
+                          "job:index:dispatched", True, trips)
+        check = self.kernel()[0]
+        for _ in range(calls):
+            await check(safety_pb2.PolicyCheckRequest(job_id=req.job_id, topic=req.topic,
+                                                      tenant=req.tenant_id), timeout=5)
         await self.publisher.publish(self.protocol.direct_subject(self.worker),
                                      self.protocol.packet(trace_id=req.job_id,
                                                           sender_id="bench", job_request=req))
         return FloorOutcome(req.job_id)
 
     async def floor_result(self, data: bytes) -> FloorOutcome:
+        """The result's round trips and kernel calls, no logic."""
+        trips, calls = self.planned["result"].popleft()
         res = self.protocol.decode(data).packet.job_result
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hset(f"job:meta:{res.job_id}", mapping={"state": "SUCCEEDED",
-                                                     "result_ptr": res.result_ptr})
-        pipe.zrem("job:index:dispatched", res.job_id)
-        await pipe.execute()
+        await self.writes(res.job_id, {"state": "SUCCEEDED", "result_ptr": res.result_ptr},
+                          "job:index:dispatched", False, trips)
+        check = self.kernel()[1]
+        for _ in range(calls):
+            await check({"job_id": res.job_id, "topic": "job.echo", "tenant": TENANT,
+                         "result_ptr": res.result_ptr, "content": RESULT}, timeout=5)
+        return FloorOutcome(res.job_id)
+
+    async def writes_submit(self, data: bytes) -> FloorOutcome:
+        """The floor of the writes alone: one pipelined write and the publish."""
+        req = self.protocol.decode(data).packet.job_request
+        await self.writes(req.job_id, {"state": "DISPATCHED", "worker_id": self.worker},
+                          "job:index:dispatched", True, 1)
+        await self.publisher.publish(self.protocol.direct_subject(self.worker),
+                                     self.protocol.packet(trace_id=req.job_id,
+                                                          sender_id="bench", job_request=req))
+        return FloorOutcome(req.job_id)
+
+    async def writes_result(self, data: bytes) -> FloorOutcome:
+        res = self.protocol.decode(data).packet.job_result
+        await self.writes(res.job_id, {"state": "SUCCEEDED", "result_ptr": res.result_ptr},
+                          "job:index:dispatched", False, 1)
         return FloorOutcome(res.job_id)
 
     # ---------------------------------------------------------------- cleanup
@@ -161,14 +266,27 @@ class Bench:
             pipe.srem(f"job:tenant:active:{TENANT}", *chunk)
             r.run(pipe.execute())
         r.run(self.redis.delete(self.snapshot_key))
+        if self.channel is not None:
+            r.run(self.channel.close())
         self.devnull.close()
+
+
+def timed(bench: Bench, phase: str, event: dict, handle: Callable[[bytes], Awaitable[Any]]
+          ) -> tuple[float, float]:
+    """``run_batch`` with the batch's round trips and kernel calls counted under ``phase``."""
+    PHASE[0] = phase
+    try:
+        return bench.run_batch(event, handle)
+    finally:
+        PHASE[0] = "setup"
+
+
+KEYS = ("submit", "result", "floor_submit", "floor_result", "writes_submit", "writes_result")
 
 
 def measure(bench: Bench, batches: int, in_flight: int) -> dict[str, list[float]]:
     """Per batch: CPU ms per job and jobs/s, for submit, result and their floors."""
-    out: dict[str, list[float]] = {k: [] for k in (
-        "submit_cpu", "submit_rate", "result_cpu", "result_rate",
-        "floor_submit_cpu", "floor_submit_rate", "floor_result_cpu", "floor_result_rate")}
+    out: dict[str, list[float]] = {f"{k}_{m}": [] for k in KEYS for m in ("cpu", "rate")}
     engine = bench.engine
     waiting: deque[str] = deque()
     if in_flight:
@@ -179,26 +297,39 @@ def measure(bench: Bench, batches: int, in_flight: int) -> dict[str, list[float]
             waiting.extend(ids)
     for b in range(batches + 1):  # the first batch warms scripts, channels and imports
         ids = bench.store(BATCH)
-        s_cpu, s_rate = bench.run_batch(bench.requests(ids), engine.handle_request)
+        got = {"submit": timed(bench, "submit", bench.requests(ids), engine.handle_request)}
+        bench.plan("submit")
         waiting.extend(ids)
         answer = [waiting.popleft() for _ in range(BATCH)]
-        r_cpu, r_rate = bench.run_batch(bench.results(answer), engine.handle_result)
-        floor_ids = [f"bench-{uuid.uuid4()}" for _ in range(BATCH)]
-        bench.ids += floor_ids
-        f_cpu, f_rate = bench.run_batch(bench.requests(floor_ids), bench.floor_submit)
-        fr_cpu, fr_rate = bench.run_batch(bench.results(floor_ids), bench.floor_result)
+        got["result"] = timed(bench, "result", bench.results(answer), engine.handle_result)
+        bench.plan("result")
+        for kind, submit, result in (("floor", bench.floor_submit, bench.floor_result),
+                                     ("writes", bench.writes_submit, bench.writes_result)):
+            floor_ids = [f"bench-{uuid.uuid4()}" for _ in range(BATCH)]
+            bench.ids += floor_ids
+            got[f"{kind}_submit"] = bench.run_batch(bench.requests(floor_ids), submit)
+            got[f"{kind}_result"] = bench.run_batch(bench.results(floor_ids), result)
         if b:
-            for key, value in (("submit_cpu", s_cpu), ("submit_rate", s_rate),
-                               ("result_cpu", r_cpu), ("result_rate", r_rate),
-                               ("floor_submit_cpu", f_cpu), ("floor_submit_rate", f_rate),
-                               ("floor_result_cpu", fr_cpu), ("floor_result_rate", fr_rate)):
-                out[key].append(value)
+            for key, (cpu, rate) in got.items():
+                out[f"{key}_cpu"].append(cpu)
+                out[f"{key}_rate"].append(rate)
         if b and b % 10 == 0:
             progress(f"cpu ({in_flight} in flight): {b}/{batches} batches")
     while waiting:  # answer what is left, so no job stays RUNNING (not timed)
         answer = [waiting.popleft() for _ in range(min(BATCH, len(waiting)))]
         bench.run_batch(bench.results(answer), engine.handle_result)
     return out
+
+
+def writes_note(got: dict[str, list[float]], path: str, made: Bench) -> str:
+    """What the floor is made of, and the ratio to the writes alone."""
+    real = statistics.median(got[f"{path}_cpu"])
+    writes = statistics.median(got[f"writes_{path}_cpu"])
+    trips = statistics.median(made.trips_made[path])
+    calls = statistics.median(made.calls_made[path])
+    return (f"floor per job, as the handler made them: Redis round trips {fmt(trips)}, "
+            f"kernel calls {fmt(calls)}{', publishes 1' if path == 'submit' else ''}; the "
+            f"writes alone: {fmt(writes)} ms (x{fmt(real / writes if writes else 0.0)})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -218,6 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     figures: list[dict[str, Any]] = []
     try:
         time.sleep(1.0)
+        count_round_trips()
         bench = Bench()
         try:
             for load, in_flight in (("steady", 0), (f"{args.in_flight} in flight",
@@ -227,11 +359,13 @@ def main(argv: list[str] | None = None) -> None:
                 figures += [
                     figure(f"cpu_submit{sfx}", f"submit CPU per job, 10-record batch ({load})",
                            "ms", got["submit_cpu"], budget="<= 2 ms", budget_value=2.0,
-                           floor=got["floor_submit_cpu"]),
+                           floor=got["floor_submit_cpu"],
+                           note=writes_note(got, "submit", bench)),
                     figure(f"rate_submit{sfx}", f"submit jobs/s, one process ({load})",
                            "jobs/s", got["submit_rate"], floor=got["floor_submit_rate"]),
                     figure(f"cpu_result{sfx}", f"result CPU per job, 10-record batch ({load})",
-                           "ms", got["result_cpu"], floor=got["floor_result_cpu"]),
+                           "ms", got["result_cpu"], floor=got["floor_result_cpu"],
+                           note=writes_note(got, "result", bench)),
                     figure(f"rate_result{sfx}", f"result jobs/s, one process ({load})",
                            "jobs/s", got["result_rate"], floor=got["floor_result_rate"]),
                 ]
@@ -242,6 +376,9 @@ def main(argv: list[str] | None = None) -> None:
         kernel.wait(5)
     emit(args.json, figures, {"batches": args.batches, "in_flight": args.in_flight,
                               "output_policy": os.environ["OUTPUT_POLICY_ENABLED"]})
+    for fig in figures:
+        if fig["note"]:
+            print(f"  {fig['id']}: {fig['note']}")
 
 
 if __name__ == "__main__":
