@@ -190,12 +190,11 @@ class OutputPolicyClient:
     async def check_result(self, req: OutputCheckRequest, content: str, *,
                            timeout_s: float = CONTENT_TIMEOUT_S
                            ) -> tuple[OutputCheckResult, OutputCheckResult | None] | None:
-        """``check_meta`` and, when it allows, ``check_content`` in one call (one RPC
-        instead of two: half the client's and the kernel's work per result). (the
-        metadata answer, the content answer or None when the metadata answer was not
-        ALLOW); a kernel not reached gives both failures as the two calls give them.
-        None when the kernel has no such method: the caller makes the two calls (and
-        this client does from then on)."""
+        """``check_meta`` and, when it allows, ``check_content`` in one RPC instead of
+        two: (the metadata answer, the content answer or None when the metadata answer
+        is not ALLOW). A kernel not reached gives both failures as the two calls give
+        them. None when the kernel has no such method (an older release): the caller
+        makes the two calls, as this client does from then on."""
         if not self.combined:
             return None
         try:

@@ -141,8 +141,9 @@ class OutputPhase:
     async def check_result(self, res: protocol.JobResult) -> OutputScan:
         """Both checks of a SUCCEEDED result, before its state is written: the metadata
         check, then (unless it quarantined) the content scan of what would be served.
-        Most results take one kernel call for both (``OutputChecker.check_both``): all
-        but one larger than the prefetch, and an invocation too short for the scan.
+        One kernel call makes both for most results (``OutputChecker.check_both``); a
+        result larger than the prefetch, a redaction by the metadata check and an
+        invocation with too little time left take the two calls.
 
         The state is written once, with the final decision: a job never shows
         SUCCEEDED and then OUTPUT_QUARANTINED, its result is served from the moment it
