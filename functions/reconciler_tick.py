@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from cordum.logs import setup
-from cordum.scheduler import dispatch  # noqa: F401  (its path: see below)
 from cordum.scheduler.reconciler_tick import reconciler_tick
 
-# The engine builds each of its paths on first use; this function's path (imported
-# above) is loaded with the module, the others never.
+# The engine builds each of its paths on first use. A tick dispatches only when it
+# finds a lost worker's or a lost dispatch's job, which most ticks do not: the
+# dispatch path (routing, the registry, the kernel's client) is loaded by the first
+# tick that needs it.
 setup()
 
 

@@ -2,7 +2,7 @@
 
 from cordum.lambdas.sqs_batch import VisibilityDelayer, queue_url
 from cordum.logs import setup
-from cordum.scheduler import output_check, results  # noqa: F401  (its path: see below)
+from cordum.scheduler import output_check, results, saga  # noqa: F401  (its path: see below)
 from cordum.scheduler.batch import process_batch
 from cordum.scheduler.service import default_engine
 

@@ -2,7 +2,8 @@
 
 from cordum.lambdas.sqs_batch import VisibilityDelayer, queue_url
 from cordum.logs import setup
-from cordum.scheduler import dispatch  # noqa: F401  (its path: see below)
+from cordum.registry import reader  # noqa: F401  (its path: see below)
+from cordum.scheduler import backoff, dispatch, strategy  # noqa: F401
 from cordum.scheduler.batch import process_batch
 from cordum.scheduler.service import default_engine
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     import grpc.aio
 
+    from cordum.config import Settings
     from cordum.protocol import JobRequest
     from cordum.safety.breaker import Breaker
     from cordum.safety.tls import ClientTLS
@@ -181,6 +182,14 @@ def payload_reader_for(config_dir: Path, redis: RedisGetProtocol) -> PayloadRead
     """A reader of job payloads from Redis when the policy in ``config_dir`` derives risk
     tags from them, else None: one Redis read per check, spent only where it matters."""
     return redis_payload_reader(redis) if policy_reads_payloads(config_dir) else None
+
+
+def process_client(cfg: Settings, redis: Any) -> SafetyClient:
+    """The input policy client as the functions wire it: the settings' kernel and
+    timeout, the breaker shared through ``redis``, the shipped policy's payload reader."""
+    return SafetyClient(cfg.safety_kernel_addr, cfg.safety_timeout_s,
+                        breaker=CircuitBreaker(redis),
+                        payload_reader=payload_reader_for(cfg.config_dir, redis))
 
 
 def redis_payload_reader(redis: RedisGetProtocol) -> PayloadReader:

@@ -33,20 +33,20 @@ from typing import TYPE_CHECKING, Any
 from cordum.bus.workflow_events import RunEvent
 from cordum.config import DEFAULT_OUTPUT_HOLD_MAX_S
 from cordum.metrics import METRICS
-from cordum.safety.output_client import CONTENT_TIMEOUT_S
-from cordum.scheduler.output_phase import ContentOutcome, OutputPhase
 from cordum.scheduler.transitions import StateWriter
 from cordum.store.errors import StoreError
-from cordum.store.held_outputs import HeldOutputs
 from cordum.store.jobs import now_us
-from cordum.store.results import output_pending
 
+# The output policy's modules (output phase, check, client, prefetch, audit) are
+# imported by a re-checker only: the replayer builds none while the policy is off.
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from cordum.bus.workflow_events import RunEventSink
     from cordum.config import Settings
     from cordum.scheduler.engine import Engine
+    from cordum.scheduler.output_phase import OutputPhase
+    from cordum.store.held_outputs import HeldOutputs
     from cordum.store.jobs import JobStore
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,9 @@ class HeldOutputRechecker:
         ports = engine.ports
         if ports.output is None:
             return None
+        from cordum.scheduler.output_phase import OutputPhase
+        from cordum.store.held_outputs import HeldOutputs
+
         redis: Any = ports.output.store
         held = held or HeldOutputs(redis)
         phase = OutputPhase(ports.output, ports, StateWriter(ports, engine.policy),
@@ -128,6 +131,8 @@ class HeldOutputRechecker:
     async def tick(self, deadline: float | None = None) -> HeldReport:
         """One pass over the oldest held jobs; ``deadline`` (a ``time.monotonic()``
         instant) ends it early."""
+        from cordum.safety.output_client import CONTENT_TIMEOUT_S
+
         report = HeldReport()
         try:
             entries = await self.held.oldest(self.policy.batch_size)
@@ -152,6 +157,9 @@ class HeldOutputRechecker:
     async def _one(self, job_id: str, since_us: int, timeout_s: float,
                    report: HeldReport) -> bool:
         """Check one held job; False when the kernel still gave no answer."""
+        from cordum.scheduler.output_phase import ContentOutcome
+        from cordum.store.results import output_pending
+
         try:
             meta = await self.store.get(job_id)
         except StoreError as exc:

@@ -388,12 +388,8 @@ def default_saga() -> Saga:
     from cordum import runtime
     from cordum.bus.publisher import NatsPublisher
     from cordum.config import settings
-    from cordum.safety.breaker import CircuitBreaker
-    from cordum.safety.client import SafetyClient, payload_reader_for
+    from cordum.safety.client import process_client
 
     cfg = settings()
     redis = runtime.redis_client(cfg)
-    return Saga(redis, NatsPublisher(cfg),
-                safety=SafetyClient(cfg.safety_kernel_addr, cfg.safety_timeout_s,
-                                    breaker=CircuitBreaker(redis),
-                                    payload_reader=payload_reader_for(cfg.config_dir, redis)))
+    return Saga(redis, NatsPublisher(cfg), safety=process_client(cfg, redis))
