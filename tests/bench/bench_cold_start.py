@@ -26,6 +26,14 @@ from tests.bench.common import ROOT, cli, emit, env_int, figure, progress
 
 MIB = 1024 * 1024
 
+BENCH_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+             "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
+             "POWERTOOLS_SERVICE_NAME": "bench",
+             # As the CDK app sets it on every function (FUNCTION_ENV in
+             # infra/cdk/cordum_infra/functions.py; tests/infra/test_synth.py).
+             "PYDANTIC_DISABLE_PLUGINS": "1"}
+"""The environment of each import, as Lambda's (the task root's config dir added)."""
+
 # sys.path as localstack/executor's bootstrap.py builds it, then one timed import.
 IMPORT_ONE = """
 import os, site, sys, time, importlib
@@ -89,10 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         layer = build_layer(Path(tmp) / "cordum-layer")
         task_root = stage_task_root(Path(tmp) / "task")
         modules = sorted(p.stem for p in (task_root).glob("*.py"))
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
-               "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
-               "CORDUM_CONFIG_DIR": str(task_root / "config"),
-               "POWERTOOLS_SERVICE_NAME": "bench"}
+        env = {**BENCH_ENV, "CORDUM_CONFIG_DIR": str(task_root / "config")}
         times: dict[str, list[float]] = {m: [] for m in [*modules, "boto3"]}
         for run in range(args.runs):
             for module in times:

@@ -43,6 +43,7 @@ from cordum_infra.settings import ContextError, StackSettings  # noqa: E402
 from cordum_infra.stack import STACK_NAME, CordumServerlessStack  # noqa: E402
 
 from cordum.safety.kernel_pki import issue  # noqa: E402
+from tests.bench.bench_cold_start import BENCH_ENV  # noqa: E402
 
 LOCAL_REDIS = "redis://127.0.0.1:6379"
 NATS = "nats://127.0.0.1:4222"
@@ -296,6 +297,9 @@ def test_every_function_gets_its_settings(local: dict[str, Any]) -> None:
         assert env["CORDUM_CONFIG_DIR"] == "config"
         assert env["POWERTOOLS_SERVICE_NAME"] == "cordum-" + module.replace("_", "-")
         assert env["POWERTOOLS_LOG_LEVEL"] == "INFO"
+        # pydantic's plugin discovery is not imported (cordum/__init__.py), and the
+        # import bench measures the functions with the same switch
+        assert env["PYDANTIC_DISABLE_PLUGINS"] == "1" == BENCH_ENV["PYDANTIC_DISABLE_PLUGINS"]
         assert env["SUBMIT_QUEUE_URL"] == submit_queue_ref
         assert env["RESULT_QUEUE_URL"] == result_queue_ref
     functions = _functions(tpl)

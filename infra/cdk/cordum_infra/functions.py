@@ -49,6 +49,11 @@ LOG_REMOVAL_POLICY = RemovalPolicy.DESTROY
 one retained after ``cdk destroy`` would make the next deploy of the stack fail on
 the name."""
 
+FUNCTION_ENV = {"PYDANTIC_DISABLE_PLUGINS": "1"}
+"""Set on every function. No pydantic plugin is installed, and with this the library
+does not import pydantic's plugin discovery at all (cordum/__init__.py): about 15 ms
+of each cold start. tests/bench/bench_cold_start.py imports the functions with it."""
+
 TRACING = lambda_.Tracing.ACTIVE
 """X-Ray: Lambda samples invocations (1 a second, then 5 %) and records each
 sampled invocation's init, run and AWS calls."""
@@ -376,7 +381,8 @@ class CordumFunctions(Construct):
                 memory_size=spec.memory_mb,
                 timeout=spec.timeout,
                 retry_attempts=spec.async_retries,
-                environment={**environment, "POWERTOOLS_SERVICE_NAME": spec.service_name},
+                environment={**environment, **FUNCTION_ENV,
+                             "POWERTOOLS_SERVICE_NAME": spec.service_name},
                 log_group=log_group,
                 tracing=TRACING,
                 reserved_concurrent_executions=reserved.get(spec.module),
