@@ -86,8 +86,6 @@ class RedisLockClientProtocol(Protocol):
     """The part of ``redis.asyncio.Redis`` the locks use."""
 
     def register_script(self, script: str) -> Any: ...
-    def set(self, name: str, value: str, *, nx: bool = ..., px: int | None = ...
-            ) -> Awaitable[Any]: ...
 
 
 def _ms(seconds: float) -> int:
@@ -109,14 +107,16 @@ class LockScripts:
     """Acquire, renew and release on one Redis client; the scripts are registered once."""
 
     def __init__(self, redis: RedisLockClientProtocol) -> None:
-        self._redis = redis
         self._release = redis.register_script((_LUA / "lock_release.lua").read_text())
         self._renew = redis.register_script((_LUA / "lock_renew.lua").read_text())
+        self._acquire = redis.register_script((_LUA / "lock_acquire.lua").read_text())
         self._acquire_read = redis.register_script(
             (_LUA / "lock_acquire_read.lua").read_text())
 
     async def try_acquire(self, key: str, token: str, ttl_s: float) -> bool:
-        return bool(await self._redis.set(key, token, nx=True, px=_ms(ttl_s)))
+        """``SET key token NX PX ttl``, as a script that also takes the key its own
+        earlier send set (a resend after a late answer: ``lua/lock_acquire.lua``)."""
+        return bool(await self._acquire(keys=[key], args=[token, _ms(ttl_s)]))
 
     async def try_acquire_read(self, key: str, token: str, ttl_s: float,
                                read: str) -> dict[str, str] | None:

@@ -3,7 +3,10 @@
 -- ARGV[1] token   ARGV[2] TTL (ms)
 -- Returns "" when the lock is held by someone else, else the hash as one JSON object
 -- of strings ("{}" when it is absent): one reply to parse instead of two per field.
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+-- A call sent again after a late answer finds the key its first send set: still its
+-- own (lock_acquire.lua).
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+    and redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return ''
 end
 local fields = redis.call('HGETALL', KEYS[2])

@@ -26,7 +26,8 @@
 --         and head and ARGV[12..11+M] what audit_append takes after them (the script is
 --         loaded after audit_chain.lua: store.audit.with_audit)
 -- ARGV[12+M+2N..] meta field, value pairs written with the last state
--- Returns {status, previous state, workflow id of the job or ""}: status "ok"; "skip" when the current state is not in
+-- Returns {status, previous state, workflow id of the job or ""}: status "ok" (also to
+-- the same call run again, see below); "skip" when the current state is not in
 -- ARGV[5]; "foreign" (see ARGV[10]); "invalid" when the table forbids a step (nothing is
 -- written).
 local allowed = {
@@ -56,6 +57,17 @@ end
 local id, now, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local prev = redis.call('HGET', KEYS[1], 'state') or ''
 local cur = prev
+local path = split(ARGV[4])
+
+-- The same call run again: the client sends a command again when its answer is late,
+-- and a Redis that stalled runs both sends. The first made the move (the job was
+-- updated at this call's own "now" and is in its last state): answer as it did, with
+-- the state it left (the event before the ones it pushed), and write nothing.
+if prev == path[#path] and redis.call('HGET', KEYS[1], 'updated_at') == now then
+  local before = redis.call('LINDEX', KEYS[2], -(#path + 1))
+  local left = before and cjson.decode(before).state or ''
+  return {'ok', left, redis.call('HGET', KEYS[1], 'workflow_id') or ''}
+end
 
 -- Checked before the state: a late result of another worker must not pass for a
 -- redelivery of the one that finished the job.
@@ -79,7 +91,6 @@ if ARGV[8] ~= '' then
   end
 end
 
-local path = split(ARGV[4])
 for _, nxt in ipairs(path) do
   local row = allowed[cur]
   if row == nil or row[nxt] == nil then

@@ -13,14 +13,17 @@
 -- done once the job store holds the job (the submit path stored it, so the publish
 -- landed): with the lock taken, it is deleted and not returned. (A save that releases
 -- the lock keeps such an outbox: WorkflowStore.save.)
--- Returns {'busy'} when the lock is held by another, {'none'} when the run does not
+-- Returns {'busy'} when the lock is held by another token, {'none'} when the run does not
 -- exist (a lock just taken is given back), else {'ok', run JSON, timer score or false,
 -- definition JSON or false, outbox JSON or false[, the job's meta fields (see
 -- WorkflowStore.JOB_FIELDS), the result its result_ptr names (the worker's, or the
 -- redacted copy after a REDACT) or false (absent or longer than ARGV[5]), the
 -- engine's record of the job or false]}.
 if ARGV[3] ~= '' then
-  if not redis.call('SET', KEYS[5], ARGV[3], 'NX', 'PX', tonumber(ARGV[4])) then
+  -- A call sent again after a late answer finds the lock its first send took: still
+  -- its own (store/lua/lock_acquire.lua).
+  if not redis.call('SET', KEYS[5], ARGV[3], 'NX', 'PX', tonumber(ARGV[4]))
+      and redis.call('GET', KEYS[5]) ~= ARGV[3] then
     return {'busy'}
   end
 end
