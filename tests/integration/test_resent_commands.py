@@ -5,9 +5,9 @@ time (runtime.REDIS_RETRY): a Redis that stalls (a pause, a failover) runs the f
 send when it resumes, and then the second. Before, the second found its own first
 send's work and took it for another caller's: a state move answered "skip" (the
 submit function took its own dispatch for another's and never published the job,
-which stayed DISPATCHED until the reconciler timed it out), and a lock answered
-"held" (the registry snapshot's writer skipped its writes until the lock's TTL ran
-out, a job's or a run's lock looked busy to its own holder).
+which stayed DISPATCHED until the reconciler timed it out), a lock answered "held"
+(the registry snapshot's writer skipped its writes until the lock's TTL ran out, a
+job's or a run's lock looked busy to its own holder), and a create answered "exists".
 """
 
 from __future__ import annotations
@@ -111,12 +111,16 @@ def test_a_repeated_call_is_answered_as_its_first_and_another_is_not(node) -> No
     assert asyncio.run(go()) == [("ok", "PENDING"), ("ok", "PENDING"), ("skip", "DISPATCHED")]
 
 
-def stalled(node: RedisNode, call) -> object:  # type: ignore[no-untyped-def]
-    """``call(redis)`` sent to a Redis stalled for STALL_S, on the retrying client."""
+def stalled(node: RedisNode, call, before=None) -> object:  # type: ignore[no-untyped-def]
+    """``call(redis)`` sent to a Redis stalled for STALL_S, on the retrying client
+    (``before(redis)`` first, unstalled: a script's first call loads it, and a stalled
+    Redis answers a script it does not hold with NOSCRIPT, running nothing)."""
     async def go() -> object:
         redis = client(node.port)
         try:
             await redis.ping()
+            if before is not None:
+                await before(redis)
             os.kill(node.process.pid, signal.SIGSTOP)
             asyncio.get_running_loop().call_later(STALL_S, os.kill, node.process.pid,
                                                   signal.SIGCONT)
@@ -135,9 +139,16 @@ def test_a_lock_taken_by_a_send_run_twice_is_the_caller_s(node) -> None:
     from cordum.store.locks import LockScripts
 
     key = f"lock-{uuid.uuid4().hex[:8]}"
-    assert stalled(node, lambda r: LockScripts(r).try_acquire(key, "tok-1", 30)) is True
-    got = stalled(node, lambda r: LockScripts(r).try_acquire_read(
-        f"{key}-job", "tok-2", 30, f"job:meta:{key}"))
+    locks: list[LockScripts] = []
+
+    async def warm(redis: aioredis.Redis) -> None:  # both scripts loaded
+        locks[:] = [LockScripts(redis)]
+        await locks[0].try_acquire(f"{key}-warm", "tok-0", 30)
+        await locks[0].try_acquire_read(f"{key}-warm-job", "tok-0", 30, f"job:meta:{key}")
+
+    assert stalled(node, lambda r: locks[0].try_acquire(key, "tok-1", 30), warm) is True
+    got = stalled(node, lambda r: locks[0].try_acquire_read(
+        f"{key}-job", "tok-2", 30, f"job:meta:{key}"), warm)
     assert got == {}
 
     async def others(redis: aioredis.Redis) -> tuple[bool, object]:
@@ -145,7 +156,7 @@ def test_a_lock_taken_by_a_send_run_twice_is_the_caller_s(node) -> None:
         return (await locks.try_acquire(key, "tok-3", 30),
                 await locks.try_acquire_read(f"{key}-job", "tok-4", 30, f"job:meta:{key}"))
 
-    assert stalled(node, others) == (False, None)  # another token still waits its turn
+    assert stalled(node, others, warm) == (False, None)  # another token waits its turn
 
 
 def test_a_run_lock_taken_by_a_send_run_twice_is_the_caller_s(node) -> None:
@@ -169,3 +180,22 @@ def test_a_run_lock_taken_by_a_send_run_twice_is_the_caller_s(node) -> None:
             await redis.aclose()
 
     assert asyncio.run(go()) == ["ok", "ok", "busy"]
+
+
+def test_a_job_created_by_a_send_run_twice_is_the_caller_s(node) -> None:
+    """Before, the resend found the job and answered "exists": the DLQ retry route
+    answered 409 for a retry job it had made (left unannounced)."""
+    job_id = f"job-{uuid.uuid4().hex[:8]}"
+    store: list[JobStore] = []
+
+    async def warm(redis: aioredis.Redis) -> None:
+        store.append(JobStore(redis))
+        await store[0].create(job(f"{job_id}-warm"))
+
+    assert stalled(node, lambda r: store[0].create(job(job_id)), warm) is True
+
+    async def again(redis: aioredis.Redis) -> tuple[bool, int]:
+        created = await JobStore(redis).create(job(job_id))  # another call: a new "now"
+        return created, await redis.llen(f"job:events:{job_id}")
+
+    assert stalled(node, again) == (False, 1)

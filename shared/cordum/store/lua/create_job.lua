@@ -10,8 +10,12 @@
 --         and head, and ARGV[9..8+N] what audit_append takes after them (the script is
 --         loaded after audit_chain.lua: store.audit.with_audit)
 -- ARGV[9+N..] meta field, value pairs
--- Returns 1 when created, 0 when the job already exists (nothing is written).
+-- Returns 1 when created (also to the same call run again), 0 when the job already
+-- exists (nothing is written).
 if redis.call('EXISTS', KEYS[1]) == 1 then
+  -- The client sends a command again when its answer is late, and a Redis that stalled
+  -- runs both sends: a job created at this call's own "now" is this call's.
+  if redis.call('HGET', KEYS[1], 'created_at') == ARGV[2] then return 1 end
   return 0
 end
 local audited = tonumber(ARGV[8])
