@@ -10,7 +10,7 @@ import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tansta
 import { unwrap, useApi } from '@/lib/api';
 import { usePollInterval } from '@/lib/live';
 
-import { pollWhileOpen } from './status';
+import { runPollInterval } from './status';
 import type { Definition, RunDetail, RunPage, TimelineEvent } from './types';
 
 export const RUNS_PAGE_SIZE = 25;
@@ -50,7 +50,8 @@ export function useRunList(filters: RunFilters) {
   });
 }
 
-/** A run; polled until it is terminal (a live event refreshes it at once). */
+/** A run; polled until it is terminal (a live event refreshes it at once; see
+ * {@link runPollInterval} for why it is still polled while the stream is up). */
 export function useRun(runId: string) {
   const api = useApi();
   const poll = usePollInterval();
@@ -62,7 +63,7 @@ export function useRun(runId: string) {
       );
       return data as unknown as RunDetail;
     },
-    refetchInterval: (query) => pollWhileOpen(query.state.data?.status, poll),
+    refetchInterval: (query) => runPollInterval(query.state.data?.status, poll),
   });
 }
 

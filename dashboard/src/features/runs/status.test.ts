@@ -5,7 +5,9 @@ import {
   awaitsApproval,
   isTerminal,
   orderedChildren,
+  OPEN_RUN_LIVE_POLL_MS,
   pollWhileOpen,
+  runPollInterval,
   statusTone,
   statusWords,
 } from './status';
@@ -20,6 +22,15 @@ describe('run statuses', () => {
     expect(isTerminal(status)).toBe(false);
     expect(pollWhileOpen(status, 5000)).toBe(5000);
     expect(pollWhileOpen(status, false)).toBe(false);
+  });
+
+  it('reads an open run again while the stream is up, and a finished one never', () => {
+    // An approval step's job waiting for a human sends no run event: only a read shows it.
+    expect(runPollInterval('running', false)).toBe(OPEN_RUN_LIVE_POLL_MS);
+    expect(runPollInterval(undefined, false)).toBe(OPEN_RUN_LIVE_POLL_MS);
+    expect(runPollInterval('running', 2000)).toBe(2000);
+    expect(runPollInterval('succeeded', false)).toBe(false);
+    expect(runPollInterval('failed', 2000)).toBe(false);
   });
 
   it('gives every status words and a tone', () => {

@@ -18,6 +18,19 @@ export function pollWhileOpen(status: string | undefined, poll: number | false):
   return isTerminal(status) ? false : poll;
 }
 
+/**
+ * How often an open run is read again while the live stream is up. Its events refresh
+ * it at once, but not every change of a run sends one: a step's job that moves on by
+ * itself (an approval step's job reaching APPROVAL_REQUIRED, which the run shows as
+ * waiting) is read from the job when the run is read. One request per open run page.
+ */
+export const OPEN_RUN_LIVE_POLL_MS = 5000;
+
+/** A run's refetch interval with the stream up (`poll` false) or down (`poll` ms). */
+export function runPollInterval(status: string | undefined, poll: number | false): number | false {
+  return pollWhileOpen(status, poll === false ? OPEN_RUN_LIVE_POLL_MS : poll);
+}
+
 /** How a status is coloured; the status word is always shown beside the colour. */
 export type StatusTone = 'ok' | 'bad' | 'active' | 'attention' | 'idle' | 'muted';
 
