@@ -104,7 +104,13 @@ def test_a_workflow_is_applied_run_approved_and_watched_to_the_end(ctl: Ctl) -> 
     while ctl.json("runs", "get", run_id)["status"] != "waiting":
         assert time.monotonic() < deadline, "the run never reached its approval gate"
         time.sleep(1)
-    shown = ctl.json("approvals", "show", gate)
+    # The run waits from the moment it sends its approval step's job; the approval is
+    # there once the submit function has gated that job, a hop later.
+    while (found := ctl("approvals", "show", gate)).returncode != 0:
+        assert "job_not_found" in found.stderr, found.stderr
+        assert time.monotonic() < deadline, "the gate's job never reached its approval"
+        time.sleep(1)
+    shown = json.loads(found.stdout)
     assert shown["gate"]["workflow"]["run_id"] == run_id
     assert ctl("approvals", "approve", gate, "--reason", "ok", approver=True).returncode == 0
     watched = ctl("runs", "watch", run_id, "--timeout", "120s")
