@@ -207,47 +207,44 @@ class Bench:
 
     async def floor_submit(self, data: bytes) -> FloorOutcome:
         """The submit's round trips, kernel calls and publish, no logic."""
-        from cordum.agent.v1 import safety_pb2
-
-        trips, calls = self.planned["submit"].popleft()
-        req = self.protocol.decode(data).packet.job_request
-        await self.writes(req.job_id, {"state": "DISPATCHED", "worker_id": self.worker},
-                          "job:index:dispatched", True, trips)
-        check = self.kernel()[0]
-        for _ in range(calls):
-            await check(safety_pb2.PolicyCheckRequest(job_id=req.job_id, topic=req.topic,
-                                                      tenant=req.tenant_id), timeout=5)
-        await self.publisher.publish(self.protocol.direct_subject(self.worker),
-                                     self.protocol.packet(trace_id=req.job_id,
-                                                          sender_id="bench", job_request=req))
-        return FloorOutcome(req.job_id)
+        return await self.bare_submit(data, *self.planned["submit"].popleft())
 
     async def floor_result(self, data: bytes) -> FloorOutcome:
         """The result's round trips and kernel calls, no logic."""
-        trips, calls = self.planned["result"].popleft()
-        res = self.protocol.decode(data).packet.job_result
-        await self.writes(res.job_id, {"state": "SUCCEEDED", "result_ptr": res.result_ptr},
-                          "job:index:dispatched", False, trips)
-        check = self.kernel()[1]
-        for _ in range(calls):
-            await check({"job_id": res.job_id, "topic": "job.echo", "tenant": TENANT,
-                         "result_ptr": res.result_ptr, "content": RESULT}, timeout=5)
-        return FloorOutcome(res.job_id)
+        return await self.bare_result(data, *self.planned["result"].popleft())
 
     async def writes_submit(self, data: bytes) -> FloorOutcome:
         """The floor of the writes alone: one pipelined write and the publish."""
+        return await self.bare_submit(data, 1, 0)
+
+    async def writes_result(self, data: bytes) -> FloorOutcome:
+        return await self.bare_result(data, 1, 0)
+
+    async def bare_submit(self, data: bytes, trips: int, calls: int) -> FloorOutcome:
+        """A submit with ``trips`` pipelined writes, ``calls`` bare kernel checks and the
+        publish to the worker."""
+        from cordum.agent.v1 import safety_pb2
+
         req = self.protocol.decode(data).packet.job_request
         await self.writes(req.job_id, {"state": "DISPATCHED", "worker_id": self.worker},
-                          "job:index:dispatched", True, 1)
+                          "job:index:dispatched", True, trips)
+        for _ in range(calls):
+            await self.kernel()[0](safety_pb2.PolicyCheckRequest(
+                job_id=req.job_id, topic=req.topic, tenant=req.tenant_id), timeout=5)
         await self.publisher.publish(self.protocol.direct_subject(self.worker),
                                      self.protocol.packet(trace_id=req.job_id,
                                                           sender_id="bench", job_request=req))
         return FloorOutcome(req.job_id)
 
-    async def writes_result(self, data: bytes) -> FloorOutcome:
+    async def bare_result(self, data: bytes, trips: int, calls: int) -> FloorOutcome:
+        """A result with ``trips`` pipelined writes and ``calls`` bare output checks."""
         res = self.protocol.decode(data).packet.job_result
         await self.writes(res.job_id, {"state": "SUCCEEDED", "result_ptr": res.result_ptr},
-                          "job:index:dispatched", False, 1)
+                          "job:index:dispatched", False, trips)
+        for _ in range(calls):
+            await self.kernel()[1]({"job_id": res.job_id, "topic": "job.echo",
+                                    "tenant": TENANT, "result_ptr": res.result_ptr,
+                                    "content": RESULT}, timeout=5)
         return FloorOutcome(res.job_id)
 
     # ---------------------------------------------------------------- cleanup
