@@ -37,10 +37,16 @@ CASES = [("job.default", "hello"), ("job.default", PRIVATE_KEY), ("job.blocked",
 
 
 @pytest.fixture(scope="module")
-def kernel_addr(tmp_path_factory):
+def policy_path(tmp_path_factory):
+    """test_engine_output's policy file, written once for the module."""
     path = tmp_path_factory.mktemp("one-call") / "safety.yaml"
     path.write_text(SAFETY_YAML)
-    with serving_kernel(path) as addr:
+    return path
+
+
+@pytest.fixture(scope="module")
+def kernel_addr(policy_path):
+    with serving_kernel(policy_path) as addr:
         yield addr
 
 
@@ -105,11 +111,9 @@ def test_a_result_larger_than_the_prefetch_takes_the_two_calls(kernel_addr, uniq
 
 
 @pytest.fixture
-def older_kernel(tmp_path):
+def older_kernel(policy_path):
     """An output service of the release before CheckResult: CheckMeta and CheckContent."""
-    path = tmp_path / "safety.yaml"
-    path.write_text(SAFETY_YAML)
-    service = OutputPolicyService(Policy(path, check_interval_s=0))
+    service = OutputPolicyService(Policy(policy_path, check_interval_s=0))
     handlers = {
         "CheckMeta": grpc.unary_unary_rpc_method_handler(
             service.check_meta, request_deserializer=decode, response_serializer=encode),
@@ -174,10 +178,8 @@ def test_an_unreachable_kernel_answers_both_as_the_two_calls_fail():
             decision, True, True)
 
 
-def test_the_service_answers_meta_then_content_on_one_snapshot(tmp_path):
-    path = tmp_path / "safety.yaml"
-    path.write_text(SAFETY_YAML)
-    service = OutputPolicyService(Policy(path, check_interval_s=0))
+def test_the_service_answers_meta_then_content_on_one_snapshot(policy_path):
+    service = OutputPolicyService(Policy(policy_path, check_interval_s=0))
     base = {"job_id": "j", "tenant": "t", "content": PRIVATE_KEY}
     blocked = service.check_both({**base, "topic": "job.blocked"})
     assert blocked["meta"]["decision"] == "QUARANTINE" and blocked["content"] is None
