@@ -17,7 +17,12 @@ from cordum.safety.output_client import (
 )
 from cordum.safety.output_policy import REDACTED
 from cordum.safety.output_service import add_output_policy_service
-from cordum.safety.output_wire import CHECK_META_METHOD, OutputDecision
+from cordum.safety.output_wire import (
+    CHECK_CONTENT_METHOD,
+    CHECK_META_METHOD,
+    CHECK_RESULT_METHOD,
+    OutputDecision,
+)
 from cordum.safety.policy_file import Policy
 from tests.helpers import free_port, serving_kernel
 
@@ -112,10 +117,18 @@ def test_wire_format_is_json(served):
             call(b"[1]", timeout=5)
         with pytest.raises(grpc.RpcError) as wrong_type:
             call(json.dumps({"topic": "job.x", "size_bytes": "big"}).encode(), timeout=5)
+        # ... and so is a field of the wrong type, on every method
+        refused = []
+        for method in (CHECK_CONTENT_METHOD, CHECK_RESULT_METHOD):
+            with pytest.raises(grpc.RpcError) as err:
+                channel.unary_unary(method)(
+                    json.dumps({"topic": "job.x", "content": 5}).encode(), timeout=5)
+            refused.append(err.value.code())
     assert answer == {"decision": "QUARANTINE", "reason": "blocked topic",
                       "rule_id": "blocked-topic", "policy_snapshot": policy.snapshot}
     assert bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert wrong_type.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert refused == [grpc.StatusCode.INVALID_ARGUMENT] * 2
 
 
 def test_policy_reload_is_picked_up(served, tmp_path):

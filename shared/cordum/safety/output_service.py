@@ -135,19 +135,15 @@ class OutputPolicyService:
         return response_of(result, with_content=with_content)
 
     def check_meta(self, doc: dict[str, Any], context: grpc.ServicerContext) -> dict[str, Any]:
-        return self._answer(doc, context, with_content=False)
+        return self.check(doc, with_content=False)
 
     def check_content(self, doc: dict[str, Any],
                       context: grpc.ServicerContext) -> dict[str, Any]:
-        return self._answer(doc, context, with_content=True)
+        return self.check(doc, with_content=True)
 
     def check_result(self, doc: dict[str, Any],
                      context: grpc.ServicerContext) -> dict[str, Any]:
-        try:
-            return self.check_both(doc)
-        except InvalidRequest as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            raise
+        return self.check_both(doc)
 
     def check_both(self, doc: dict[str, Any]) -> dict[str, Any]:
         """CheckMeta, then CheckContent when it allowed, on one snapshot."""
@@ -158,14 +154,6 @@ class OutputPolicyService:
         if meta.decision is OutputDecision.ALLOW:
             body["content"] = response_of(policy.evaluate(asked), with_content=True)
         return body
-
-    def _answer(self, doc: dict[str, Any], context: grpc.ServicerContext, *,
-                with_content: bool) -> dict[str, Any]:
-        try:
-            return self.check(doc, with_content=with_content)
-        except InvalidRequest as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            raise  # abort raises; this line keeps type checkers informed
 
 
 def _deserialize(data: bytes) -> dict[str, Any]:
@@ -178,10 +166,16 @@ def _deserialize(data: bytes) -> dict[str, Any]:
 
 
 def _guarded(handler: Any) -> Any:
+    """``handler`` with a request it cannot take answered INVALID_ARGUMENT: a body that
+    did not decode, or fields ``output_input`` refuses."""
     def call(doc: dict[str, Any], context: grpc.ServicerContext) -> dict[str, Any]:
         if "__invalid__" in doc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(doc["__invalid__"]))
-        result: dict[str, Any] = handler(doc, context)
+        try:
+            result: dict[str, Any] = handler(doc, context)
+        except InvalidRequest as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise  # abort raises; this line keeps type checkers informed
         return result
     return call
 
